@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing dsinfer needs, skipping what is already there (idempotent).
+# Debian packages only for now; pinned PyPI wheels are added here when a build step needs one.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config   # the build
+  libpcre2-dev                                   # tokenizer regexes (Unicode properties, JIT)
+  libgtest-dev libgmock-dev                      # unit tests
+  clang libclang-rt-14-dev                       # libFuzzer targets (make fuzz)
+  libevent-dev                                   # HTTP server
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
