@@ -1,0 +1,162 @@
+// MLA attention on the CPU, both forms, plus the latent cache's writes and gathers.
+//
+// Expanded (prefill): per head, scores = q_nope . k_nope + q_rope . k_rope over per-head keys
+// from kv_b_proj. Absorbed (decode): q_nope is first mapped into the 512-wide latent space, so
+// scores are one 576-wide dot product against the cached row and the output stays latent.
+// Both are causal by position: a query at position p sees keys 0..p of its own sequence.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/ops.h"
+#include "backend/cpu/vec.h"
+#include "core/parallel.h"
+
+namespace dsinfer::backend::cpu {
+namespace {
+
+void check_batch(const AttentionBatch& batch, int64_t tokens, const char* op) {
+  int B = batch.num_sequences();
+  DSINFER_CHECK(static_cast<int>(batch.query_start.size()) == B + 1 &&
+                    static_cast<int>(batch.page_tables.size()) == B &&
+                    static_cast<int64_t>(batch.positions.size()) == tokens && batch.query_start[B] == tokens,
+                op, ": attention batch does not describe ", tokens, " tokens");
+  for (int b = 0; b < B; ++b) {
+    for (int32_t t = batch.query_start[b]; t < batch.query_start[b + 1]; ++t)
+      DSINFER_CHECK(batch.positions[t] >= 0 && batch.positions[t] < batch.context_lens[b], op, ": token ", t,
+                    " at position ", batch.positions[t], " is outside its context of ", batch.context_lens[b]);
+    int64_t pages_needed = (batch.context_lens[b] + batch.page_size - 1) / batch.page_size;
+    DSINFER_CHECK(static_cast<int64_t>(batch.page_tables[b].size()) >= pages_needed, op, ": sequence ", b,
+                  " has ", batch.page_tables[b].size(), " pages for ", batch.context_lens[b], " tokens");
+  }
+}
+
+int64_t cache_slot(const AttentionBatch& batch, int b, int64_t index) {
+  return static_cast<int64_t>(batch.page_tables[b][index / batch.page_size]) * batch.page_size +
+         index % batch.page_size;
+}
+
+// Sequence of each token row.
+std::vector<int> sequence_of_tokens(const AttentionBatch& batch) {
+  std::vector<int> owner(batch.positions.size());
+  for (int b = 0; b < batch.num_sequences(); ++b)
+    for (int32_t t = batch.query_start[b]; t < batch.query_start[b + 1]; ++t) owner[t] = b;
+  return owner;
+}
+
+// scores <- softmax(scores), max-subtracted for stability.
+void softmax(float* scores, int64_t n) {
+  float max_score = *std::max_element(scores, scores + n);
+  double total = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    total += scores[j];
+  }
+  float inverse = static_cast<float>(1.0 / total);
+  for (int64_t j = 0; j < n; ++j) scores[j] *= inverse;
+}
+
+}  // namespace
+
+void write_cache(Tensor& cache, const Tensor& latent, const AttentionBatch& batch) {
+  expect_f32(cache, "write_cache", "cache", 3);
+  expect_f32(latent, "write_cache", "latent", 2);
+  int64_t width = cache.dim(2), slots = cache.dim(0) * cache.dim(1);
+  DSINFER_CHECK(latent.dim(1) == width && static_cast<int64_t>(batch.slot_mapping.size()) == latent.dim(0),
+                "write_cache: latent ", latent.shape().to_string(), " does not fit cache ",
+                cache.shape().to_string(), " with ", batch.slot_mapping.size(), " slots");
+  for (int64_t t = 0; t < latent.dim(0); ++t) {
+    int64_t slot = batch.slot_mapping[t];
+    DSINFER_CHECK(slot >= 0 && slot < slots, "write_cache: slot ", slot, " outside the cache of ", slots);
+    std::memcpy(cache.data<float>() + slot * width, latent.data<float>() + t * width, width * sizeof(float));
+  }
+}
+
+Tensor gather_cache(const Tensor& cache, const AttentionBatch& batch) {
+  expect_f32(cache, "gather_cache", "cache", 3);
+  int64_t width = cache.dim(2);
+  int64_t total = 0;
+  for (int32_t length : batch.context_lens) total += length;
+  Tensor out = Tensor::empty(DType::kF32, {total, width});
+  int64_t row = 0;
+  for (int b = 0; b < batch.num_sequences(); ++b) {
+    for (int64_t j = 0; j < batch.context_lens[b]; ++j, ++row) {
+      int64_t slot = cache_slot(batch, b, j);
+      DSINFER_CHECK(slot < cache.dim(0) * cache.dim(1), "gather_cache: page outside the cache");
+      std::memcpy(out.data<float>() + row * width, cache.data<float>() + slot * width, width * sizeof(float));
+    }
+  }
+  return out;
+}
+
+Tensor attention_expanded(const Tensor& q, const Tensor& kv, const Tensor& k_rope, const AttentionBatch& batch,
+                          float scale) {
+  expect_f32(q, "attention_expanded", "q", 3);
+  expect_f32(kv, "attention_expanded", "kv", 3);
+  expect_f32(k_rope, "attention_expanded", "k_rope", 2);
+  int64_t T = q.dim(0), H = q.dim(1), dr = k_rope.dim(1), dn = q.dim(2) - dr, dv = kv.dim(2) - dn;
+  check_batch(batch, T, "attention_expanded");
+  DSINFER_CHECK(kv.dim(1) == H && dn > 0 && dv > 0 && kv.dim(0) == k_rope.dim(0),
+                "attention_expanded: q ", q.shape().to_string(), ", kv ", kv.shape().to_string(), " and k_rope ",
+                k_rope.shape().to_string(), " do not agree");
+  std::vector<int64_t> key_start(batch.num_sequences() + 1, 0);
+  for (int b = 0; b < batch.num_sequences(); ++b) key_start[b + 1] = key_start[b] + batch.context_lens[b];
+  DSINFER_CHECK(key_start.back() == kv.dim(0), "attention_expanded: ", kv.dim(0), " keys for contexts totalling ",
+                key_start.back());
+  std::vector<int> owner = sequence_of_tokens(batch);
+  Tensor out = Tensor::empty(DType::kF32, {T, H, dv});
+  parallel_for(T * H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t t = item / H, h = item % H;
+      int b = owner[t];
+      int64_t visible = batch.positions[t] + 1;
+      const float* query = q.data<float>() + (t * H + h) * (dn + dr);
+      scores.resize(visible);
+      for (int64_t j = 0; j < visible; ++j) {
+        int64_t key = key_start[b] + j;
+        const float* k_nope = kv.data<float>() + (key * H + h) * (dn + dv);
+        scores[j] = scale * (dot(query, k_nope, dn) + dot(query + dn, k_rope.data<float>() + key * dr, dr));
+      }
+      softmax(scores.data(), visible);
+      float* output = out.data<float>() + (t * H + h) * dv;
+      for (int64_t j = 0; j < visible; ++j) {
+        const float* value = kv.data<float>() + ((key_start[b] + j) * H + h) * (dn + dv) + dn;
+        axpy(scores[j], value, output, dv);
+      }
+    }
+  });
+  return out;
+}
+
+Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionBatch& batch, float scale,
+                          int64_t latent_width) {
+  expect_f32(q, "attention_absorbed", "q", 3);
+  expect_f32(cache, "attention_absorbed", "cache", 3);
+  int64_t T = q.dim(0), H = q.dim(1), width = q.dim(2);
+  DSINFER_CHECK(cache.dim(2) == width && latent_width > 0 && latent_width <= width, "attention_absorbed: q ",
+                q.shape().to_string(), " does not match cache ", cache.shape().to_string());
+  check_batch(batch, T, "attention_absorbed");
+  std::vector<int> owner = sequence_of_tokens(batch);
+  Tensor out = Tensor::empty(DType::kF32, {T, H, latent_width});
+  parallel_for(T * H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t t = item / H, h = item % H;
+      int b = owner[t];
+      int64_t visible = batch.positions[t] + 1;
+      const float* query = q.data<float>() + (t * H + h) * width;
+      scores.resize(visible);
+      for (int64_t j = 0; j < visible; ++j)
+        scores[j] = scale * dot(query, cache.data<float>() + cache_slot(batch, b, j) * width, width);
+      softmax(scores.data(), visible);
+      float* output = out.data<float>() + (t * H + h) * latent_width;
+      for (int64_t j = 0; j < visible; ++j)
+        axpy(scores[j], cache.data<float>() + cache_slot(batch, b, j) * width, output, latent_width);
+    }
+  });
+  return out;
+}
+
+}  // namespace dsinfer::backend::cpu

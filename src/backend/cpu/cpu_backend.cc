@@ -1,0 +1,65 @@
+// CpuBackend: the Backend interface over the reference ops in ops.h.
+#include "backend/cpu/ops.h"
+
+namespace dsinfer::backend {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  Device device() const override { return Device::kCpu; }
+
+  Tensor empty(DType dtype, Shape shape) override { return Tensor::empty(dtype, shape); }
+  Tensor to_device(const Tensor& host) override { return host; }
+  Tensor to_host(const Tensor& tensor) override { return tensor; }
+
+  Tensor embedding(const Tensor& table, const Tensor& ids) override { return cpu::embedding(table, ids); }
+  Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) override {
+    return cpu::rms_norm(x, weight, eps);
+  }
+  Tensor add_rms_norm_inplace(Tensor& residual, const Tensor& x, const Tensor& weight, float eps) override {
+    return cpu::add_rms_norm_inplace(residual, x, weight, eps);
+  }
+  void add_inplace(Tensor& x, const Tensor& y) override { cpu::add_inplace(x, y); }
+  Tensor silu_mul(const Tensor& x) override { return cpu::silu_mul(x); }
+  Tensor concat_last(const Tensor& a, const Tensor& b) override { return cpu::concat_last(a, b); }
+
+  Tensor linear(const Tensor& x, const Tensor& weight) override { return cpu::linear(x, weight); }
+  Tensor grouped_linear(const Tensor& x, const Tensor& weight) override { return cpu::grouped_linear(x, weight); }
+  void rope_inplace(Tensor& x, int64_t begin, const std::vector<int32_t>& positions,
+                    const RopeTable& table) override {
+    cpu::rope_inplace(x, begin, positions, table);
+  }
+
+  void write_cache(Tensor& cache, const Tensor& latent, const AttentionBatch& batch) override {
+    cpu::write_cache(cache, latent, batch);
+  }
+  Tensor gather_cache(const Tensor& cache, const AttentionBatch& batch) override {
+    return cpu::gather_cache(cache, batch);
+  }
+  Tensor attention_expanded(const Tensor& q, const Tensor& kv, const Tensor& k_rope, const AttentionBatch& batch,
+                            float scale) override {
+    return cpu::attention_expanded(q, kv, k_rope, batch, scale);
+  }
+  Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionBatch& batch, float scale,
+                            int64_t latent_width) override {
+    return cpu::attention_absorbed(q, cache, batch, scale, latent_width);
+  }
+
+  Routing route(const Tensor& logits, const Tensor& bias, const RouterParams& params) override {
+    return cpu::route(logits, bias, params);
+  }
+  Tensor moe_experts(const Tensor& x, const Routing& routing, const std::vector<ExpertWeights>& experts) override {
+    return cpu::moe_experts(x, routing, experts);
+  }
+  Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params,
+                const std::vector<float>& uniforms) override {
+    return cpu::sample(logits, params, uniforms);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace dsinfer::backend

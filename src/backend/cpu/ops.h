@@ -1,0 +1,39 @@
+// The CPU reference ops, as free functions. CpuBackend (cpu_backend.cc) forwards to these; tests
+// and tools may call them directly. Every op computes in float32; see backend/backend.h for the
+// contract of each.
+#pragma once
+
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace dsinfer::backend::cpu {
+
+Tensor embedding(const Tensor& table, const Tensor& ids);
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);
+Tensor add_rms_norm_inplace(Tensor& residual, const Tensor& x, const Tensor& weight, float eps);
+void add_inplace(Tensor& x, const Tensor& y);
+Tensor silu_mul(const Tensor& x);
+Tensor concat_last(const Tensor& a, const Tensor& b);
+
+Tensor linear(const Tensor& x, const Tensor& weight);
+Tensor grouped_linear(const Tensor& x, const Tensor& weight);
+
+void rope_inplace(Tensor& x, int64_t begin, const std::vector<int32_t>& positions, const RopeTable& table);
+
+void write_cache(Tensor& cache, const Tensor& latent, const AttentionBatch& batch);
+Tensor gather_cache(const Tensor& cache, const AttentionBatch& batch);
+Tensor attention_expanded(const Tensor& q, const Tensor& kv, const Tensor& k_rope,
+                          const AttentionBatch& batch, float scale);
+Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionBatch& batch, float scale,
+                          int64_t latent_width);
+
+Routing route(const Tensor& logits, const Tensor& bias, const RouterParams& params);
+Tensor moe_experts(const Tensor& x, const Routing& routing, const std::vector<ExpertWeights>& experts);
+
+Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params, const std::vector<float>& uniforms);
+
+// Checks used by every op: dtype and rank, with the op's name in the message.
+void expect_f32(const Tensor& t, const char* op, const char* what, int rank);
+
+}  // namespace dsinfer::backend::cpu

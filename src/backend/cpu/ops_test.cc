@@ -1,0 +1,255 @@
+// The CPU ops against naive double-precision loops, and the two MLA forms against each other.
+#include "backend/cpu/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+namespace dsinfer::backend::cpu {
+namespace {
+
+Tensor random_tensor(Shape shape, std::mt19937& rng, float scale = 1.0f) {
+  Tensor t = Tensor::empty(DType::kF32, shape);
+  std::normal_distribution<float> normal(0.0f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
+  return t;
+}
+
+Tensor to_bf16(const Tensor& t) {
+  Tensor out = Tensor::empty(DType::kBF16, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) out.data<uint16_t>()[i] = f32_to_bf16(t.data<float>()[i]);
+  return out;
+}
+
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  float worst = 0.0f;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    worst = std::max(worst, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
+  return worst;
+}
+
+TEST(CpuOps, LinearMatchesNaiveForOddShapesAndBf16) {
+  std::mt19937 rng(1);
+  for (auto [T, N, K] : {std::tuple{1, 7, 13}, {3, 33, 64}, {37, 129, 200}, {64, 16, 7168}}) {
+    Tensor x = random_tensor({T, K}, rng);
+    Tensor w = random_tensor({N, K}, rng, 0.05f);
+    Tensor wb = to_bf16(w);
+    Tensor y = linear(x, w), yb = linear(x, wb);
+    for (int t = 0; t < T; ++t) {
+      for (int n = 0; n < N; ++n) {
+        double exact = 0, exact_bf16 = 0;
+        for (int k = 0; k < K; ++k) {
+          exact += double(x.data<float>()[t * K + k]) * w.data<float>()[n * K + k];
+          exact_bf16 += double(x.data<float>()[t * K + k]) * bf16_to_f32(wb.data<uint16_t>()[n * K + k]);
+        }
+        ASSERT_NEAR(y.data<float>()[t * N + n], exact, 1e-4 * std::sqrt(K)) << T << "x" << N << "x" << K;
+        ASSERT_NEAR(yb.data<float>()[t * N + n], exact_bf16, 1e-4 * std::sqrt(K));
+      }
+    }
+  }
+}
+
+TEST(CpuOps, GroupedLinearIsOneLinearPerGroup) {
+  std::mt19937 rng(2);
+  Tensor x = random_tensor({5, 3, 24}, rng);
+  Tensor w = random_tensor({3, 10, 24}, rng);
+  Tensor y = grouped_linear(x, w);
+  for (int g = 0; g < 3; ++g) {
+    Tensor xg = Tensor::empty(DType::kF32, {5, 24});
+    for (int t = 0; t < 5; ++t)
+      std::copy_n(x.data<float>() + (t * 3 + g) * 24, 24, xg.data<float>() + t * 24);
+    Tensor yg = linear(xg, w.slice(g, g + 1).view({10, 24}));
+    for (int t = 0; t < 5; ++t)
+      for (int n = 0; n < 10; ++n) EXPECT_FLOAT_EQ(y.data<float>()[(t * 3 + g) * 10 + n], yg.data<float>()[t * 10 + n]);
+  }
+}
+
+TEST(CpuOps, RmsNormAndResidual) {
+  std::mt19937 rng(3);
+  Tensor x = random_tensor({4, 96}, rng);
+  Tensor w = random_tensor({96}, rng);
+  Tensor y = rms_norm(x, w, 1e-6f);
+  for (int t = 0; t < 4; ++t) {
+    double ss = 0;
+    for (int i = 0; i < 96; ++i) ss += double(x.data<float>()[t * 96 + i]) * x.data<float>()[t * 96 + i];
+    double inv = 1.0 / std::sqrt(ss / 96 + 1e-6);
+    for (int i = 0; i < 96; ++i)
+      EXPECT_NEAR(y.data<float>()[t * 96 + i], w.data<float>()[i] * x.data<float>()[t * 96 + i] * inv, 1e-5);
+  }
+  Tensor residual = x.clone();
+  Tensor delta = random_tensor({4, 96}, rng);
+  Tensor normed = add_rms_norm_inplace(residual, delta, w, 1e-6f);
+  for (int i = 0; i < 4 * 96; ++i)
+    EXPECT_FLOAT_EQ(residual.data<float>()[i], x.data<float>()[i] + delta.data<float>()[i]);
+  EXPECT_EQ(max_abs_diff(normed, rms_norm(residual, w, 1e-6f)), 0.0f);
+}
+
+TEST(CpuOps, RopeRotatesPairsAndPreservesNorms) {
+  std::mt19937 rng(4);
+  RopeTable table{Tensor::empty(DType::kF32, {16, 4}), Tensor::empty(DType::kF32, {16, 4}), true};
+  for (int p = 0; p < 16; ++p)
+    for (int i = 0; i < 4; ++i) {
+      table.cos.data<float>()[p * 4 + i] = std::cos(p * std::pow(10.0f, -float(i)));
+      table.sin.data<float>()[p * 4 + i] = std::sin(p * std::pow(10.0f, -float(i)));
+    }
+  Tensor x = random_tensor({2, 3, 12}, rng);
+  Tensor before = x.clone();
+  rope_inplace(x, 4, {0, 5}, table);
+  for (int g = 0; g < 3; ++g) {
+    for (int d = 0; d < 12; ++d) EXPECT_EQ(x.data<float>()[g * 12 + d], before.data<float>()[g * 12 + d]);  // position 0
+    const float* a = before.data<float>() + (36 + g * 12);
+    const float* b = x.data<float>() + (36 + g * 12);
+    for (int d = 0; d < 4; ++d) EXPECT_EQ(a[d], b[d]);  // outside the rope slice
+    for (int i = 0; i < 4; ++i) {
+      float c = std::cos(5 * std::pow(10.0f, -float(i))), s = std::sin(5 * std::pow(10.0f, -float(i)));
+      EXPECT_NEAR(b[4 + 2 * i], a[4 + 2 * i] * c - a[5 + 2 * i] * s, 1e-5);
+      EXPECT_NEAR(b[5 + 2 * i], a[5 + 2 * i] * c + a[4 + 2 * i] * s, 1e-5);
+    }
+  }
+  EXPECT_THROW(rope_inplace(x, 4, {0, 16}, table), Error);
+}
+
+// One sequence of `context` tokens of which the last `queries` are new, cached in shuffled pages.
+AttentionBatch make_batch(int context, int queries, int page_size, std::mt19937& rng) {
+  AttentionBatch batch;
+  batch.page_size = page_size;
+  batch.query_start = {0, queries};
+  batch.context_lens = {context};
+  int pages = (context + page_size - 1) / page_size;
+  std::vector<int32_t> table(pages);
+  std::iota(table.begin(), table.end(), 1);
+  std::shuffle(table.begin(), table.end(), rng);
+  batch.page_tables = {table};
+  for (int t = 0; t < queries; ++t) {
+    int position = context - queries + t;
+    batch.positions.push_back(position);
+    batch.slot_mapping.push_back(int64_t(table[position / page_size]) * page_size + position % page_size);
+  }
+  return batch;
+}
+
+TEST(CpuOps, ExpandedAndAbsorbedMlaAgree) {
+  // Real DeepSeek head widths: latent 512, rope 64, nope 128, v 128; few heads to stay quick.
+  const int H = 4, L = 512, dr = 64, dn = 128, dv = 128, context = 70, queries = 5, page = 16;
+  std::mt19937 rng(5);
+  AttentionBatch batch = make_batch(context, queries, page, rng);
+  Tensor cache = Tensor::empty(DType::kF32, {8, page, L + dr});
+  // Fill every cached row of the sequence through write_cache, one token at a time.
+  AttentionBatch all = make_batch(context, context, page, rng);
+  all.page_tables = batch.page_tables;
+  for (int t = 0; t < context; ++t)
+    all.slot_mapping[t] = int64_t(batch.page_tables[0][t / page]) * page + t % page;
+  write_cache(cache, random_tensor({context, L + dr}, rng), all);
+
+  Tensor kv_b = random_tensor({H * (dn + dv), L}, rng, 0.05f);  // kv_b_proj.weight
+  Tensor q = random_tensor({queries, H, dn + dr}, rng);
+  float scale = 0.07f;
+
+  Tensor latent = gather_cache(cache, batch);  // [context, L + dr]
+  Tensor c = Tensor::empty(DType::kF32, {context, L});
+  Tensor k_rope = Tensor::empty(DType::kF32, {context, dr});
+  for (int j = 0; j < context; ++j) {
+    std::copy_n(latent.data<float>() + j * (L + dr), L, c.data<float>() + j * L);
+    std::copy_n(latent.data<float>() + j * (L + dr) + L, dr, k_rope.data<float>() + j * dr);
+  }
+  Tensor kv = linear(c, kv_b).view({context, H, dn + dv});
+  Tensor expanded = attention_expanded(q, kv, k_rope, batch, scale);  // [queries, H, dv]
+
+  // Absorb: q_latent[h] = W_UK[h]^T q_nope[h]; out[h] = W_UV[h] o_latent[h].
+  Tensor w_uk_t = Tensor::empty(DType::kF32, {H, L, dn});
+  Tensor w_uv = Tensor::empty(DType::kF32, {H, dv, L});
+  for (int h = 0; h < H; ++h) {
+    for (int i = 0; i < dn; ++i)
+      for (int l = 0; l < L; ++l) w_uk_t.data<float>()[(h * L + l) * dn + i] = kv_b.data<float>()[(h * (dn + dv) + i) * L + l];
+    std::copy_n(kv_b.data<float>() + (h * (dn + dv) + dn) * L, dv * L, w_uv.data<float>() + h * dv * L);
+  }
+  Tensor q_nope = Tensor::empty(DType::kF32, {queries, H, dn});
+  Tensor q_abs = Tensor::empty(DType::kF32, {queries, H, L + dr});
+  for (int t = 0; t < queries; ++t)
+    for (int h = 0; h < H; ++h) std::copy_n(q.data<float>() + (t * H + h) * (dn + dr), dn, q_nope.data<float>() + (t * H + h) * dn);
+  Tensor q_latent = grouped_linear(q_nope, w_uk_t);  // [queries, H, L]
+  for (int t = 0; t < queries; ++t)
+    for (int h = 0; h < H; ++h) {
+      std::copy_n(q_latent.data<float>() + (t * H + h) * L, L, q_abs.data<float>() + (t * H + h) * (L + dr));
+      std::copy_n(q.data<float>() + (t * H + h) * (dn + dr) + dn, dr, q_abs.data<float>() + (t * H + h) * (L + dr) + L);
+    }
+  Tensor o_latent = attention_absorbed(q_abs, cache, batch, scale, L);
+  Tensor absorbed = grouped_linear(o_latent, w_uv);
+  EXPECT_LT(max_abs_diff(expanded, absorbed), 1e-4f);
+
+  // Causality: the first query sees keys up to its own position only, so changing a later row of
+  // the cache leaves it unchanged.
+  float* later = cache.data<float>() + all.slot_mapping[context - 1] * (L + dr);
+  later[0] += 100.0f;
+  Tensor after = attention_absorbed(q_abs, cache, batch, scale, L);
+  for (int h = 0; h < H; ++h)
+    for (int l = 0; l < L; ++l)
+      EXPECT_EQ(after.data<float>()[h * L + l], o_latent.data<float>()[h * L + l]);
+}
+
+TEST(CpuOps, NoauxRoutingPicksFromBestGroupsAndWeighsUnbiased) {
+  // 8 experts in 4 groups of 2; keep 2 groups; pick 2 experts.
+  Tensor logits = Tensor::empty(DType::kF32, {1, 8});
+  float values[8] = {3.0f, -3.0f, 0.5f, 0.4f, -1.0f, 2.5f, 0.0f, 0.1f};
+  std::copy_n(values, 8, logits.data<float>());
+  Tensor bias = Tensor::empty(DType::kF32, {8});
+  bias.data<float>()[6] = 5.0f;  // expert 6 chosen through the bias, weighed without it
+  RouterParams params{Scoring::kSigmoid, ExpertSelection::kNoauxTc, 2, 4, 2, true, 2.5f};
+  Routing r = route(logits, bias, params);
+  // Group sums (biased): g0 = s(3)+s(-3) = 1.0, g1 = s(.5)+s(.4) = 1.22, g2 = s(-1)+s(2.5) = 1.19, g3 = 5+s(0)+s(.1) = 6.02.
+  // Kept groups: g3 and g1; top-2 biased: expert 6, then expert 2 (0.62 beats 0.60 for 3, 0.52 for 7).
+  auto sig = [](float v) { return 1.0f / (1.0f + std::exp(-v)); };
+  int first = r.expert_ids.data<int32_t>()[0], second = r.expert_ids.data<int32_t>()[1];
+  EXPECT_EQ(first, 6);
+  EXPECT_EQ(second, 2);
+  float total = sig(0.0f) + sig(0.5f);
+  EXPECT_NEAR(r.weights.data<float>()[0], sig(0.0f) / total * 2.5f, 1e-6);
+  EXPECT_NEAR(r.weights.data<float>()[1], sig(0.5f) / total * 2.5f, 1e-6);
+}
+
+TEST(CpuOps, GreedySoftmaxRouting) {
+  Tensor logits = Tensor::empty(DType::kF32, {1, 4});
+  float values[4] = {1.0f, 3.0f, 2.0f, 0.0f};
+  std::copy_n(values, 4, logits.data<float>());
+  RouterParams params{Scoring::kSoftmax, ExpertSelection::kGreedy, 2, 1, 1, false, 1.0f};
+  Routing r = route(logits, Tensor(), params);
+  double z = std::exp(1.0) + std::exp(3.0) + std::exp(2.0) + 1.0;
+  EXPECT_EQ(r.expert_ids.data<int32_t>()[0], 1);
+  EXPECT_EQ(r.expert_ids.data<int32_t>()[1], 2);
+  EXPECT_NEAR(r.weights.data<float>()[0], std::exp(3.0) / z, 1e-6);
+  EXPECT_NEAR(r.weights.data<float>()[1], std::exp(2.0) / z, 1e-6);
+}
+
+TEST(CpuOps, SamplingIsGreedyOrSeededInverseCdf) {
+  Tensor logits = Tensor::empty(DType::kF32, {2, 4});
+  float values[8] = {0.0f, 2.0f, 1.0f, -1.0f, 5.0f, 5.0f, 0.0f, 0.0f};
+  std::copy_n(values, 8, logits.data<float>());
+  Tensor greedy = sample(logits, {SamplingParams{}, SamplingParams{}}, {0.9f, 0.9f});
+  EXPECT_EQ(greedy.data<int32_t>()[0], 1);
+  EXPECT_EQ(greedy.data<int32_t>()[1], 0);  // ties go to the first
+  SamplingParams hot{1.0f, 0, 1.0f, 0.0f};
+  // Row 0 probabilities in order 1, 2, 0, 3: e^2, e^1, e^0, e^-1 over their sum.
+  double z = std::exp(2.0) + std::exp(1.0) + 1.0 + std::exp(-1.0);
+  float just_past_first = static_cast<float>(std::exp(2.0) / z) + 1e-4f;
+  EXPECT_EQ(sample(logits.slice(0, 1), {hot}, {0.0f}).data<int32_t>()[0], 1);
+  EXPECT_EQ(sample(logits.slice(0, 1), {hot}, {just_past_first}).data<int32_t>()[0], 2);
+  EXPECT_EQ(sample(logits.slice(0, 1), {hot}, {0.9999f}).data<int32_t>()[0], 3);
+  SamplingParams top2{1.0f, 2, 1.0f, 0.0f};
+  EXPECT_EQ(sample(logits.slice(0, 1), {top2}, {0.9999f}).data<int32_t>()[0], 2);
+  SamplingParams nucleus{1.0f, 0, 0.5f, 0.0f};  // the first token alone holds > 50%
+  EXPECT_EQ(sample(logits.slice(0, 1), {nucleus}, {0.9999f}).data<int32_t>()[0], 1);
+}
+
+TEST(CpuOps, EmbeddingRejectsOutOfRangeIds) {
+  Tensor table = Tensor::empty(DType::kF32, {4, 2});
+  Tensor ids = Tensor::empty(DType::kI32, {1});
+  ids.data<int32_t>()[0] = 4;
+  EXPECT_THROW(embedding(table, ids), Error);
+}
+
+}  // namespace
+}  // namespace dsinfer::backend::cpu
