@@ -89,6 +89,10 @@ class Backend {
   virtual Tensor silu_mul(const Tensor& x) = 0;
   // Concatenates along the last dimension: [T, A] + [T, B] -> [T, A + B].
   virtual Tensor concat_last(const Tensor& a, const Tensor& b) = 0;
+  // Columns [begin, end) of x [T, D] -> [T, end - begin].
+  virtual Tensor slice_last(const Tensor& x, int64_t begin, int64_t end) = 0;
+  // Rows of x [T, D] -> [rows, D].
+  virtual Tensor gather_rows(const Tensor& x, const std::vector<int32_t>& rows) = 0;
 
   // Matrix products, float32 accumulation.
   // x [T, K] f32, weight [N, K] (f32 or bf16) -> [T, N]

@@ -23,6 +23,10 @@ class CpuBackend final : public Backend {
   void add_inplace(Tensor& x, const Tensor& y) override { cpu::add_inplace(x, y); }
   Tensor silu_mul(const Tensor& x) override { return cpu::silu_mul(x); }
   Tensor concat_last(const Tensor& a, const Tensor& b) override { return cpu::concat_last(a, b); }
+  Tensor slice_last(const Tensor& x, int64_t begin, int64_t end) override { return cpu::slice_last(x, begin, end); }
+  Tensor gather_rows(const Tensor& x, const std::vector<int32_t>& rows) override {
+    return cpu::gather_rows(x, rows);
+  }
 
   Tensor linear(const Tensor& x, const Tensor& weight) override { return cpu::linear(x, weight); }
   Tensor grouped_linear(const Tensor& x, const Tensor& weight) override { return cpu::grouped_linear(x, weight); }

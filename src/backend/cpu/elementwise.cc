@@ -107,4 +107,27 @@ Tensor concat_last(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+Tensor slice_last(const Tensor& x, int64_t begin, int64_t end) {
+  expect_f32(x, "slice_last", "x", 2);
+  int64_t T = x.dim(0), D = x.dim(1);
+  DSINFER_CHECK(0 <= begin && begin <= end && end <= D, "slice_last: columns [", begin, ", ", end,
+                ") outside ", x.shape().to_string());
+  Tensor out = Tensor::empty(DType::kF32, {T, end - begin});
+  for (int64_t t = 0; t < T; ++t)
+    std::memcpy(out.data<float>() + t * (end - begin), x.data<float>() + t * D + begin,
+                (end - begin) * sizeof(float));
+  return out;
+}
+
+Tensor gather_rows(const Tensor& x, const std::vector<int32_t>& rows) {
+  expect_f32(x, "gather_rows", "x", 2);
+  int64_t T = x.dim(0), D = x.dim(1);
+  Tensor out = Tensor::empty(DType::kF32, {static_cast<int64_t>(rows.size()), D});
+  for (size_t r = 0; r < rows.size(); ++r) {
+    DSINFER_CHECK(rows[r] >= 0 && rows[r] < T, "gather_rows: row ", rows[r], " outside [0, ", T, ")");
+    std::memcpy(out.data<float>() + r * D, x.data<float>() + rows[r] * D, D * sizeof(float));
+  }
+  return out;
+}
+
 }  // namespace dsinfer::backend::cpu

@@ -15,6 +15,8 @@ Tensor add_rms_norm_inplace(Tensor& residual, const Tensor& x, const Tensor& wei
 void add_inplace(Tensor& x, const Tensor& y);
 Tensor silu_mul(const Tensor& x);
 Tensor concat_last(const Tensor& a, const Tensor& b);
+Tensor slice_last(const Tensor& x, int64_t begin, int64_t end);
+Tensor gather_rows(const Tensor& x, const std::vector<int32_t>& rows);
 
 Tensor linear(const Tensor& x, const Tensor& weight);
 Tensor grouped_linear(const Tensor& x, const Tensor& weight);

@@ -1,0 +1,77 @@
+#include "model/deepseek_model.h"
+
+#include "model/rope_table.h"
+
+namespace dsinfer::model {
+
+DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint& checkpoint, backend::Backend& backend,
+                             const ModelOptions& options)
+    : config_(std::move(config)), backend_(backend) {
+  DSINFER_CHECK(!config_.attention_bias, checkpoint.dir(), ": attention_bias is not supported");
+  WeightLoader weights(checkpoint, config_, backend_);
+  int64_t positions = options.max_positions > 0 ? options.max_positions : config_.max_position_embeddings;
+  rope_ = make_rope_table(config_, positions);
+  rope_.cos = backend_.to_device(rope_.cos);
+  rope_.sin = backend_.to_device(rope_.sin);
+
+  weights.expect_shape("model.embed_tokens.weight", {config_.vocab_size, config_.hidden_size});
+  embed_ = weights.linear("model.embed_tokens.weight");
+  norm_ = weights.f32("model.norm.weight");
+  if (checkpoint.contains("lm_head.weight")) {
+    weights.expect_shape("lm_head.weight", {config_.vocab_size, config_.hidden_size});
+    lm_head_ = weights.linear("lm_head.weight");
+  } else {
+    DSINFER_CHECK(config_.tie_word_embeddings, checkpoint.dir(), ": tensor lm_head.weight is missing");
+    lm_head_ = embed_;
+  }
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i)
+    layers_.push_back(std::make_unique<DecoderLayer>(weights, "model.layers." + std::to_string(i) + ".",
+                                                     config_.is_moe_layer(i)));
+  if (options.load_mtp) {
+    for (int64_t k = 0; k < config_.num_nextn_predict_layers; ++k)
+      mtp_.push_back(std::make_unique<MtpModule>(weights, config_.num_hidden_layers + k, embed_, lm_head_));
+  }
+}
+
+std::unique_ptr<DeepseekModel> DeepseekModel::load(const std::string& dir, backend::Backend& backend,
+                                                   const ModelOptions& options) {
+  io::ModelConfig config = io::load_model_config(dir);
+  io::Checkpoint checkpoint = io::Checkpoint::open(dir);
+  return std::make_unique<DeepseekModel>(std::move(config), checkpoint, backend, options);
+}
+
+LatentCache DeepseekModel::make_cache(int64_t pages) const {
+  return LatentCache(backend_, num_cache_layers(), pages, cache_width());
+}
+
+void DeepseekModel::validate(const ForwardBatch& batch) const {
+  for (int32_t id : batch.token_ids)
+    DSINFER_CHECK(id >= 0 && id < config_.vocab_size, "token id ", id, " is outside the vocabulary of ",
+                  config_.vocab_size);
+  for (int32_t position : batch.attention.positions)
+    DSINFER_CHECK(position < max_positions(), "position ", position, " exceeds the model's ", max_positions(),
+                  " positions");
+}
+
+ForwardResult DeepseekModel::forward(const ForwardBatch& batch, LatentCache& cache) const {
+  validate(batch);
+  auto T = batch.num_tokens();
+  Tensor ids = backend_.to_device(Tensor::wrap(const_cast<int32_t*>(batch.token_ids.data()), DType::kI32, {T},
+                                               Device::kCpu, nullptr));
+  Tensor residual = backend_.embedding(embed_, ids);  // [T, hidden]
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->forward(residual, batch, cache.layer(i), rope_);
+  ForwardResult result;
+  result.hidden = backend_.rms_norm(residual, norm_, static_cast<float>(config_.rms_norm_eps));  // [T, hidden]
+  result.logits = backend_.to_host(backend_.linear(backend_.gather_rows(result.hidden, batch.logit_rows), lm_head_));
+  return result;
+}
+
+ForwardResult DeepseekModel::forward_mtp(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
+                                         LatentCache& cache) const {
+  DSINFER_CHECK(module >= 0 && module < num_mtp_modules(), "MTP module ", module, " is not loaded (",
+                num_mtp_modules(), " present)");
+  validate(batch);
+  return mtp_[module]->forward(previous_hidden, batch, cache.layer(config_.num_hidden_layers + module), rope_);
+}
+
+}  // namespace dsinfer::model

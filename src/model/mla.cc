@@ -1,0 +1,92 @@
+#include "model/mla.h"
+
+#include <algorithm>
+
+namespace dsinfer::model {
+
+MlaAttention::MlaAttention(const WeightLoader& weights, const std::string& prefix)
+    : backend_(weights.backend()) {
+  const io::ModelConfig& config = weights.config();
+  heads_ = config.num_attention_heads;
+  latent_ = config.kv_lora_rank;
+  rope_dim_ = config.qk_rope_head_dim;
+  nope_dim_ = config.qk_nope_head_dim;
+  v_dim_ = config.v_head_dim;
+  scale_ = static_cast<float>(config.softmax_scale());
+  int64_t hidden = config.hidden_size, qk_dim = nope_dim_ + rope_dim_;
+
+  if (config.q_lora_rank > 0) {
+    weights.expect_shape(prefix + "q_a_proj.weight", {config.q_lora_rank, hidden});
+    weights.expect_shape(prefix + "q_b_proj.weight", {heads_ * qk_dim, config.q_lora_rank});
+    q_a_ = weights.linear(prefix + "q_a_proj.weight");
+    q_a_norm_ = weights.f32(prefix + "q_a_layernorm.weight");
+    q_b_ = weights.linear(prefix + "q_b_proj.weight");
+  } else {
+    weights.expect_shape(prefix + "q_proj.weight", {heads_ * qk_dim, hidden});
+    q_proj_ = weights.linear(prefix + "q_proj.weight");
+  }
+  weights.expect_shape(prefix + "kv_a_proj_with_mqa.weight", {latent_ + rope_dim_, hidden});
+  weights.expect_shape(prefix + "kv_b_proj.weight", {heads_ * (nope_dim_ + v_dim_), latent_});
+  weights.expect_shape(prefix + "o_proj.weight", {hidden, heads_ * v_dim_});
+  kv_a_ = weights.linear(prefix + "kv_a_proj_with_mqa.weight");
+  kv_a_norm_ = weights.f32(prefix + "kv_a_layernorm.weight");
+  kv_b_ = weights.linear(prefix + "kv_b_proj.weight");
+  o_proj_ = weights.linear(prefix + "o_proj.weight");
+
+  // Split kv_b ([H * (dn + dv), L]: per head dn key rows then dv value rows) for the absorbed form.
+  Tensor kv_b = weights.host_f32(prefix + "kv_b_proj.weight");
+  Tensor w_uk_t = Tensor::empty(DType::kF32, {heads_, latent_, nope_dim_});
+  Tensor w_uv = Tensor::empty(DType::kF32, {heads_, v_dim_, latent_});
+  const float* source = kv_b.data<float>();
+  for (int64_t h = 0; h < heads_; ++h) {
+    const float* head = source + h * (nope_dim_ + v_dim_) * latent_;
+    for (int64_t i = 0; i < nope_dim_; ++i)
+      for (int64_t l = 0; l < latent_; ++l)
+        w_uk_t.data<float>()[(h * latent_ + l) * nope_dim_ + i] = head[i * latent_ + l];
+    std::copy_n(head + nope_dim_ * latent_, v_dim_ * latent_, w_uv.data<float>() + h * v_dim_ * latent_);
+  }
+  w_uk_t_ = backend_.to_device(w_uk_t);
+  w_uv_ = backend_.to_device(w_uv);
+}
+
+Tensor MlaAttention::forward(const Tensor& x, const ForwardBatch& batch, Tensor& cache,
+                             const backend::RopeTable& rope) const {
+  int64_t T = x.dim(0);
+  Tensor q = q_proj_.defined()
+                 ? backend_.linear(x, q_proj_)
+                 : backend_.linear(backend_.rms_norm(backend_.linear(x, q_a_), q_a_norm_, kMlaNormEps), q_b_);
+  q = q.view({T, heads_, nope_dim_ + rope_dim_});                   // [T, H, dn + dr]
+  backend_.rope_inplace(q, nope_dim_, batch.attention.positions, rope);
+
+  Tensor kv_a = backend_.linear(x, kv_a_);                           // [T, L + dr]
+  Tensor latent = backend_.rms_norm(backend_.slice_last(kv_a, 0, latent_), kv_a_norm_, kMlaNormEps);  // [T, L]
+  Tensor k_rope = backend_.slice_last(kv_a, latent_, latent_ + rope_dim_).view({T, 1, rope_dim_});
+  backend_.rope_inplace(k_rope, 0, batch.attention.positions, rope);
+  backend_.write_cache(cache, backend_.concat_last(latent, k_rope.view({T, rope_dim_})), batch.attention);
+
+  bool decode = batch.attention.num_sequences() == T;
+  bool use_absorbed = batch.mode == AttentionMode::kAbsorbed || (batch.mode == AttentionMode::kAuto && decode);
+  Tensor attention = use_absorbed ? absorbed(q, cache, batch) : expanded(q, cache, batch);  // [T, H, dv]
+  return backend_.linear(attention.view({T, heads_ * v_dim_}), o_proj_);                   // [T, hidden]
+}
+
+Tensor MlaAttention::expanded(const Tensor& q, const Tensor& cache, const ForwardBatch& batch) const {
+  Tensor rows = backend_.gather_cache(cache, batch.attention);               // [S, L + dr]
+  int64_t S = rows.dim(0);
+  Tensor kv = backend_.linear(backend_.slice_last(rows, 0, latent_), kv_b_);  // [S, H * (dn + dv)]
+  Tensor k_rope = backend_.slice_last(rows, latent_, latent_ + rope_dim_);  // [S, dr]
+  return backend_.attention_expanded(q, kv.view({S, heads_, nope_dim_ + v_dim_}), k_rope, batch.attention, scale_);
+}
+
+Tensor MlaAttention::absorbed(const Tensor& q, const Tensor& cache, const ForwardBatch& batch) const {
+  int64_t T = q.dim(0);
+  Tensor flat = q.view({T * heads_, nope_dim_ + rope_dim_});
+  Tensor q_nope = backend_.slice_last(flat, 0, nope_dim_).view({T, heads_, nope_dim_});
+  Tensor q_rope = backend_.slice_last(flat, nope_dim_, nope_dim_ + rope_dim_);           // [T * H, dr]
+  Tensor q_latent = backend_.grouped_linear(q_nope, w_uk_t_).view({T * heads_, latent_});  // [T * H, L]
+  Tensor query = backend_.concat_last(q_latent, q_rope).view({T, heads_, latent_ + rope_dim_});
+  Tensor out_latent = backend_.attention_absorbed(query, cache, batch.attention, scale_, latent_);  // [T, H, L]
+  return backend_.grouped_linear(out_latent, w_uv_);                                      // [T, H, dv]
+}
+
+}  // namespace dsinfer::model

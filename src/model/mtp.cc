@@ -1,0 +1,35 @@
+#include "model/mtp.h"
+
+namespace dsinfer::model {
+
+MtpModule::MtpModule(const WeightLoader& weights, int64_t layer_index, const Tensor& embed, const Tensor& head)
+    : backend_(weights.backend()), eps_(static_cast<float>(weights.config().rms_norm_eps)) {
+  std::string prefix = "model.layers." + std::to_string(layer_index) + ".";
+  int64_t hidden = weights.config().hidden_size;
+  embed_ = weights.contains(prefix + "embed_tokens.weight") ? weights.linear(prefix + "embed_tokens.weight") : embed;
+  head_ = weights.contains(prefix + "shared_head.head.weight") ? weights.linear(prefix + "shared_head.head.weight")
+                                                                : head;
+  enorm_ = weights.f32(prefix + "enorm.weight");
+  hnorm_ = weights.f32(prefix + "hnorm.weight");
+  weights.expect_shape(prefix + "eh_proj.weight", {hidden, 2 * hidden});
+  eh_proj_ = weights.linear(prefix + "eh_proj.weight");
+  head_norm_ = weights.f32(prefix + "shared_head.norm.weight");
+  layer_ = std::make_unique<DecoderLayer>(weights, prefix, weights.config().is_moe_layer(layer_index));
+}
+
+ForwardResult MtpModule::forward(const Tensor& previous_hidden, const ForwardBatch& batch, Tensor& cache,
+                                 const backend::RopeTable& rope) const {
+  auto T = batch.num_tokens();
+  Tensor ids = backend_.to_device(Tensor::wrap(const_cast<int32_t*>(batch.token_ids.data()), DType::kI32, {T},
+                                               Device::kCpu, nullptr));
+  Tensor embedded = backend_.rms_norm(backend_.embedding(embed_, ids), enorm_, eps_);     // [T, hidden]
+  Tensor previous = backend_.rms_norm(previous_hidden, hnorm_, eps_);                     // [T, hidden]
+  Tensor residual = backend_.linear(backend_.concat_last(embedded, previous), eh_proj_);  // [T, hidden]
+  layer_->forward(residual, batch, cache, rope);
+  ForwardResult result;
+  result.hidden = backend_.rms_norm(residual, head_norm_, eps_);                          // [T, hidden]
+  result.logits = backend_.to_host(backend_.linear(backend_.gather_rows(result.hidden, batch.logit_rows), head_));
+  return result;
+}
+
+}  // namespace dsinfer::model
