@@ -1,0 +1,29 @@
+// Builds a ForwardBatch from sequences: their new tokens, where the first one sits, their pages.
+//
+// Slots and positions follow from the pages: token at position p of a sequence lives in slot
+// pages[p / page_size] * page_size + p % page_size.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+
+namespace dsinfer::model {
+
+enum class LogitRows : uint8_t { kNone, kLast, kAll };
+
+class BatchBuilder {
+ public:
+  explicit BatchBuilder(int page_size = kPageSize);
+
+  // Adds a sequence's `tokens`, the first at position `start`; `pages` must cover start + size.
+  void add(std::span<const int32_t> tokens, int32_t start, const std::vector<int32_t>& pages, LogitRows logits);
+  ForwardBatch build(AttentionMode mode = AttentionMode::kAuto);
+
+ private:
+  ForwardBatch batch_;
+};
+
+}  // namespace dsinfer::model

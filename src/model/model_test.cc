@@ -1,0 +1,190 @@
+// The whole model against Hugging Face transformers (fixtures from tools/make_model_fixtures.py):
+// prompt logits, greedy continuations, MTP logits; and our own invariants: the two MLA forms,
+// batching and chunked prefill give the same logits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "core/npy.h"
+#include "model/batch_builder.h"
+#include "model/deepseek_model.h"
+
+namespace dsinfer::model {
+namespace {
+
+std::string fixture_dir(const std::string& name) {
+  const char* root = std::getenv("DSINFER_SOURCE_DIR");
+  if (root == nullptr) throw Error("DSINFER_SOURCE_DIR is not set (run the tests through ctest)");
+  return std::string(root) + "/tests/fixtures/models/" + name;
+}
+
+struct Case {
+  std::vector<int32_t> prompt;
+  Tensor logits;      // [prompt, vocab]
+  Tensor mtp_logits;  // [prompt - 1, vocab] or undefined
+  std::vector<int32_t> greedy;
+  std::vector<double> margins;
+};
+
+std::vector<Case> load_cases(const std::string& dir) {
+  Json reference = Json::parse(read_file(dir + "/reference.json"));
+  std::vector<Case> cases;
+  for (const Json& item : reference.find("cases")->as_array()) {
+    Case c;
+    for (const Json& id : item.find("prompt_ids")->as_array()) c.prompt.push_back(static_cast<int32_t>(id.as_int()));
+    c.logits = read_npy(dir + "/" + item.find("logits")->as_string());
+    if (const Json* mtp = item.find("mtp_logits")) c.mtp_logits = read_npy(dir + "/" + mtp->as_string());
+    for (const Json& id : item.find("greedy_ids")->as_array()) c.greedy.push_back(static_cast<int32_t>(id.as_int()));
+    for (const Json& m : item.find("greedy_margins")->as_array()) c.margins.push_back(m.as_double());
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// Pages in a scrambled order so that paging is exercised, not just contiguous memory.
+std::vector<int32_t> scrambled_pages(int count, int offset) {
+  std::vector<int32_t> pages(count);
+  for (int i = 0; i < count; ++i) pages[i] = offset + (i * 7 + 3) % count;
+  return pages;
+}
+
+float max_abs(const Tensor& t) {
+  float worst = 0.0f;
+  for (int64_t i = 0; i < t.numel(); ++i) worst = std::max(worst, std::fabs(t.data<float>()[i]));
+  return worst;
+}
+
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  float worst = 0.0f;
+  for (int64_t i = 0; i < a.numel(); ++i) worst = std::max(worst, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
+  return worst;
+}
+
+int32_t argmax_row(const Tensor& logits, int64_t row) {
+  const float* begin = logits.data<float>() + row * logits.dim(1);
+  return static_cast<int32_t>(std::max_element(begin, begin + logits.dim(1)) - begin);
+}
+
+class ModelFixture : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    dir_ = fixture_dir(GetParam());
+    backend_ = backend::make_cpu_backend();
+    model_ = DeepseekModel::load(dir_, *backend_);
+    cases_ = load_cases(dir_);
+  }
+
+  ForwardResult prefill(const std::vector<int32_t>& prompt, LatentCache& cache, const std::vector<int32_t>& pages,
+                        AttentionMode mode = AttentionMode::kAuto) {
+    BatchBuilder builder;
+    builder.add(prompt, 0, pages, LogitRows::kAll);
+    return model_->forward(builder.build(mode), cache);
+  }
+
+  std::string dir_;
+  std::unique_ptr<backend::Backend> backend_;
+  std::unique_ptr<DeepseekModel> model_;
+  std::vector<Case> cases_;
+};
+
+TEST_P(ModelFixture, PromptLogitsMatchHuggingFace) {
+  for (const Case& c : cases_) {
+    LatentCache cache = model_->make_cache(8);
+    ForwardResult result = prefill(c.prompt, cache, scrambled_pages(4, 2));
+    float tolerance = 1e-3f * max_abs(c.logits);
+    EXPECT_LE(max_abs_diff(result.logits, c.logits), tolerance) << "prompt of " << c.prompt.size() << " tokens";
+  }
+}
+
+TEST_P(ModelFixture, GreedyContinuationMatchesHuggingFace) {
+  for (const Case& c : cases_) {
+    LatentCache cache = model_->make_cache(8);
+    std::vector<int32_t> pages = scrambled_pages(4, 1);
+    ForwardResult result = prefill(c.prompt, cache, pages);
+    int32_t token = argmax_row(result.logits, result.logits.dim(0) - 1);
+    auto position = static_cast<int32_t>(c.prompt.size());
+    int compared = 0;
+    for (size_t step = 0; step < c.greedy.size(); ++step) {
+      // Compare while every earlier token agreed; a step within 1e-2 of a tie may go either way.
+      if (token != c.greedy[step]) {
+        EXPECT_LE(c.margins[step], 1e-2) << "step " << step << ": ours " << token << ", HF " << c.greedy[step];
+        break;
+      }
+      ++compared;
+      BatchBuilder builder;
+      builder.add(std::vector<int32_t>{token}, position++, pages, LogitRows::kLast);
+      token = argmax_row(model_->forward(builder.build(), cache).logits, 0);  // absorbed (decode) form
+    }
+    EXPECT_GE(compared, 1);
+  }
+}
+
+TEST_P(ModelFixture, ExpandedAndAbsorbedAttentionGiveTheSameLogits) {
+  const Case& c = cases_[2];  // the 70-token prompt: two pages
+  LatentCache cache = model_->make_cache(8);
+  Tensor expanded = prefill(c.prompt, cache, scrambled_pages(2, 0), AttentionMode::kExpanded).logits;
+  Tensor absorbed = prefill(c.prompt, cache, scrambled_pages(2, 0), AttentionMode::kAbsorbed).logits;
+  EXPECT_LE(max_abs_diff(expanded, absorbed), 1e-4f * max_abs(expanded));
+}
+
+TEST_P(ModelFixture, BatchedAndChunkedPrefillGiveTheSameLogits) {
+  const Case& long_case = cases_[2];
+  const Case& short_case = cases_[3];
+  LatentCache cache = model_->make_cache(8);
+  std::vector<int32_t> long_pages = {5, 2}, short_pages = {7};
+  // Both prompts in one step, then the long one again in chunks of 17 tokens.
+  BatchBuilder builder;
+  builder.add(long_case.prompt, 0, long_pages, LogitRows::kAll);
+  builder.add(short_case.prompt, 0, short_pages, LogitRows::kAll);
+  Tensor both = model_->forward(builder.build(), cache).logits;
+  auto long_rows = static_cast<int64_t>(long_case.prompt.size());
+  EXPECT_LE(max_abs_diff(both.slice(0, long_rows), long_case.logits), 1e-3f * max_abs(long_case.logits));
+  EXPECT_LE(max_abs_diff(both.slice(long_rows, both.dim(0)), short_case.logits), 1e-3f * max_abs(short_case.logits));
+
+  LatentCache chunked_cache = model_->make_cache(8);
+  Tensor last;
+  for (size_t start = 0; start < long_case.prompt.size(); start += 17) {
+    size_t end = std::min(long_case.prompt.size(), start + 17);
+    BatchBuilder chunk;
+    chunk.add(std::span(long_case.prompt).subspan(start, end - start), static_cast<int32_t>(start), {3, 6},
+              LogitRows::kLast);
+    last = model_->forward(chunk.build(), chunked_cache).logits;
+  }
+  Tensor expected = long_case.logits.slice(long_rows - 1, long_rows);
+  EXPECT_LE(max_abs_diff(last, expected), 1e-3f * max_abs(expected));
+}
+
+TEST_P(ModelFixture, MtpLogitsMatchHuggingFace) {
+  if (model_->num_mtp_modules() == 0) GTEST_SKIP() << "no MTP module in this fixture";
+  int checked = 0;
+  for (const Case& c : cases_) {
+    if (!c.mtp_logits.defined()) continue;
+    LatentCache cache = model_->make_cache(8);
+    std::vector<int32_t> pages = scrambled_pages(4, 0);
+    ForwardResult main = prefill(c.prompt, cache, pages);
+    auto n = static_cast<int32_t>(c.prompt.size()) - 1;
+    BatchBuilder builder;  // MTP at position i: main hidden i with token i + 1
+    builder.add(std::span(c.prompt).subspan(1), 0, pages, LogitRows::kAll);
+    ForwardResult mtp = model_->forward_mtp(0, main.hidden.slice(0, n), builder.build(), cache);
+    EXPECT_LE(max_abs_diff(mtp.logits, c.mtp_logits), 1e-3f * max_abs(c.mtp_logits));
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(HuggingFace, ModelFixture, ::testing::Values("v3-tiny", "v3-tiny-fp8", "v2-lite-tiny"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace dsinfer::model
