@@ -2,6 +2,7 @@
 // (its "weight_map" maps each tensor name to a shard file).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>

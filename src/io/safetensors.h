@@ -46,7 +46,10 @@ class SafetensorsFile {
   const std::vector<TensorInfo>& tensors() const { return header_.tensors; }
   const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
   const TensorInfo* find(std::string_view name) const;
-  // A CPU tensor viewing the mapped bytes (kept alive by the tensor).
+  // A CPU tensor viewing the mapped bytes (kept alive by the tensor). The mapping is read-only:
+  // writing through the view faults. Views are aligned for their dtype: the format does not require
+  // it, so a tensor the file stores at a misaligned offset (no published checkpoint does) comes back
+  // as an aligned copy instead of a view.
   Tensor tensor(const TensorInfo& info) const;
 
  private:

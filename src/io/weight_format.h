@@ -12,7 +12,8 @@
 
 namespace dsinfer::io {
 
-// Any stored float tensor (F32, BF16, F16) as a new float32 CPU tensor of the same shape.
+// Any stored float tensor (F32, BF16, F16) as a new float32 CPU tensor of the same shape. F8_E4M3
+// converts too, as raw unscaled values; block-scaled weights go through dequantize_fp8_blocks.
 Tensor to_f32(const Tensor& stored);
 
 // q: [N, K] F8_E4M3; scale_inv: [ceil(N/block_n), ceil(K/block_k)] F32 (or BF16). Returns [N, K] F32.
