@@ -8,7 +8,7 @@ packages=(
   libpcre2-dev                                   # tokenizer regexes (Unicode properties, JIT)
   libgtest-dev libgmock-dev                      # unit tests
   clang libclang-rt-14-dev                       # libFuzzer targets (make fuzz)
-  libevent-dev                                   # HTTP server
+  libboost-dev                                   # HTTP server and client (Boost.Beast, header-only)
 )
 
 missing=()

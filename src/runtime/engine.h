@@ -1,0 +1,78 @@
+// The serving engine: in-flight batching of many requests over one model.
+//
+// One engine thread runs the loop: take new requests and aborts, ask the scheduler for the next
+// step (decode tokens first, then prefill chunks, within a token budget and the free KV pages),
+// build the step's batch, run the model, sample, and deliver tokens to each request's sink.
+// submit() and abort() are thread-safe and return at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "model/deepseek_model.h"
+#include "runtime/metrics.h"
+#include "runtime/request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dsinfer::runtime {
+
+struct EngineConfig {
+  int64_t max_num_seqs = 256;             // sequences in a step at most
+  int64_t max_num_batched_tokens = 2048;  // tokens in a step at most (decode + prefill chunks)
+  int64_t max_model_len = 0;              // context per sequence; 0: the model's
+  int64_t num_pages = 0;                  // KV pages of 64 tokens; 0: enough for max_num_seqs full contexts, capped
+  double watermark = 0.01;                // fraction of pages kept free when admitting new requests
+  bool enable_prefix_caching = true;
+  double arrival_window_ms = 50.0;        // waiting prompts shortest-first within windows this long
+  uint64_t seed = 0;                      // for requests without their own seed
+};
+
+// A request the engine refuses outright (the server answers 400 with `param`).
+class InvalidRequest : public Error {
+ public:
+  InvalidRequest(const std::string& message, std::string param) : Error(message), param_(std::move(param)) {}
+  const std::string& param() const { return param_; }
+
+ private:
+  std::string param_;
+};
+
+struct EngineStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t total_pages = 0;
+  int64_t free_pages = 0;       // not held by any sequence (cached-but-unreferenced pages count as free)
+  int64_t cached_pages = 0;     // held by the prefix cache
+  int64_t prefix_queries = 0;   // prompt tokens looked up in the prefix cache
+  int64_t prefix_hits = 0;      // of which found
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+};
+
+class Engine {
+ public:
+  Engine(const model::DeepseekModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config);
+  ~Engine();  // stops the loop; requests still in flight finish with FinishReason::kAbort
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues a request. Throws InvalidRequest (prompt empty, too long for the context,
+  // ids outside the vocabulary, bad options). The sink receives StreamOutputs on the engine thread.
+  RequestId submit(std::vector<int32_t> prompt, RequestOptions options, StreamSink sink);
+  // Ends a request early; its sink gets a last output with FinishReason::kAbort. Unknown or already
+  // finished ids are ignored.
+  void abort(RequestId id);
+
+  EngineStats stats() const;
+  Metrics& metrics();
+  int64_t max_model_len() const;
+  const EngineConfig& config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dsinfer::runtime

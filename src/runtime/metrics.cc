@@ -1,0 +1,49 @@
+#include "runtime/metrics.h"
+
+#include <algorithm>
+
+namespace dsinfer::runtime {
+namespace {
+
+// vLLM's buckets for the same histograms (seconds), so dashboards built for it read ours.
+std::vector<double> ttft_buckets() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+          20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+}
+std::vector<double> token_latency_buckets() {
+  return {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+          40.0, 80.0};
+}
+std::vector<double> request_latency_buckets() {
+  return {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+          480.0, 960.0, 1920.0, 7680.0};
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++counts_[bucket];
+  sum_ += value;
+  ++count_;
+}
+
+Histogram::Snapshot Histogram::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Snapshot out{bounds_, {}, sum_, count_};
+  uint64_t running = 0;
+  for (uint64_t c : counts_) out.cumulative.push_back(running += c);
+  return out;
+}
+
+Metrics::Metrics()
+    : time_to_first_token(ttft_buckets()),
+      time_per_output_token(token_latency_buckets()),
+      inter_token_latency(token_latency_buckets()),
+      e2e_request_latency(request_latency_buckets()),
+      queue_time(request_latency_buckets()) {}
+
+}  // namespace dsinfer::runtime

@@ -1,0 +1,49 @@
+// Counters and latency histograms of the engine, thread-safe, rendered by the server as
+// Prometheus text (server/metrics_format.h) under vLLM's metric names.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace dsinfer::runtime {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);  // upper bounds, ascending (seconds)
+  void observe(double value);
+
+  struct Snapshot {
+    std::vector<double> bounds;
+    std::vector<uint64_t> cumulative;  // per bound, then +Inf last
+    double sum = 0.0;
+    uint64_t count = 0;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, +Inf last
+  double sum_ = 0.0;
+  uint64_t count_ = 0;
+};
+
+struct Metrics {
+  Metrics();
+  std::atomic<uint64_t> prompt_tokens{0};
+  std::atomic<uint64_t> generation_tokens{0};
+  std::atomic<uint64_t> requests_finished_stop{0};
+  std::atomic<uint64_t> requests_finished_length{0};
+  std::atomic<uint64_t> requests_aborted{0};
+  std::atomic<uint64_t> requests_failed{0};
+  Histogram time_to_first_token;  // seconds from arrival to the first token
+  Histogram time_per_output_token;  // per request: (e2e - ttft) / (tokens - 1)
+  Histogram inter_token_latency;  // seconds between consecutive tokens of a request
+  Histogram e2e_request_latency;  // seconds from arrival to the last token
+  Histogram queue_time;           // seconds from arrival to the first scheduled step
+};
+
+}  // namespace dsinfer::runtime

@@ -1,0 +1,68 @@
+// What a caller asks of the engine, and what flows back to it.
+//
+// A request moves through RequestState in time order; "has it reached X" is a comparison.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dsinfer::runtime {
+
+enum class RequestState : uint8_t { kWaiting, kPrefilling, kDecoding, kFinished, kAborted };
+
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort, kError };
+const char* finish_reason_name(FinishReason reason);  // "stop", "length", "abort", "error"; "" for none
+
+struct SamplingOptions {
+  float temperature = 1.0f;  // 0: greedy
+  float top_p = 1.0f;
+  int top_k = 0;  // 0: off
+  float min_p = 0.0f;
+  std::optional<uint64_t> seed;      // unset: drawn from the engine's generator
+  float repetition_penalty = 1.0f;   // >1 discourages tokens already in prompt or output (HF style)
+  float frequency_penalty = 0.0f;    // OpenAI: minus penalty * count in the output so far
+  float presence_penalty = 0.0f;     // OpenAI: minus penalty if present in the output so far
+};
+
+struct RequestOptions {
+  SamplingOptions sampling;
+  int64_t max_tokens = 16;             // new tokens at most (the context may end it sooner)
+  int64_t min_tokens = 0;              // stop conditions ignored before this many new tokens
+  std::vector<std::string> stop;       // stop strings; the text ends before the first match
+  std::vector<int32_t> stop_token_ids; // in addition to the model's EOS (unless ignore_eos)
+  bool ignore_eos = false;
+  bool include_stop_str_in_output = false;
+  int logprobs = -1;                   // -1: none; N >= 0: the chosen token's logprob plus the top N
+  bool skip_special_tokens = true;     // in the streamed text
+};
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // the N most likely tokens and their logprobs
+};
+
+// One delivery to a request's sink. The engine calls the sink from its own thread, in order, once
+// per step that produced output for the request, and a last time with `finished` set.
+struct StreamOutput {
+  std::vector<int32_t> token_ids;   // new tokens since the last delivery
+  std::string text;                 // new text since the last delivery (stop strings withheld)
+  std::vector<TokenLogprob> logprobs;  // one per new token when asked for
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string stop_reason;          // the stop string that matched, if any
+  std::string error;                // set with FinishReason::kError
+  int64_t prompt_tokens = 0;        // usage, filled on the last delivery
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;        // prompt tokens served from the prefix cache
+};
+
+using StreamSink = std::function<void(StreamOutput)>;
+using RequestId = uint64_t;
+using Clock = std::chrono::steady_clock;
+
+}  // namespace dsinfer::runtime
