@@ -93,6 +93,8 @@ class Backend {
   virtual Tensor slice_last(const Tensor& x, int64_t begin, int64_t end) = 0;
   // Rows of x [T, D] -> [rows, D].
   virtual Tensor gather_rows(const Tensor& x, const std::vector<int32_t>& rows) = 0;
+  // Stacks along the first dimension: [A, D] + [B, D] -> [A + B, D].
+  virtual Tensor concat_rows(const Tensor& a, const Tensor& b) = 0;
 
   // Matrix products, float32 accumulation.
   // x [T, K] f32, weight [N, K] (f32 or bf16) -> [T, N]

@@ -3,6 +3,34 @@
 #include <algorithm>
 
 namespace dsinfer::model {
+namespace {
+
+// The sequences of `batch` that `pick` selects, as a batch of their own, and their token rows.
+struct SubBatch {
+  backend::AttentionBatch attention;
+  std::vector<int32_t> rows;
+};
+
+template <typename Pick>
+SubBatch select_sequences(const backend::AttentionBatch& batch, Pick pick) {
+  SubBatch sub;
+  sub.attention.page_size = batch.page_size;
+  sub.attention.query_start.push_back(0);
+  for (int b = 0; b < batch.num_sequences(); ++b) {
+    if (!pick(b)) continue;
+    for (int32_t row = batch.query_start[b]; row < batch.query_start[b + 1]; ++row) {
+      sub.rows.push_back(row);
+      sub.attention.positions.push_back(batch.positions[row]);
+      sub.attention.slot_mapping.push_back(batch.slot_mapping[row]);
+    }
+    sub.attention.query_start.push_back(static_cast<int32_t>(sub.rows.size()));
+    sub.attention.context_lens.push_back(batch.context_lens[b]);
+    sub.attention.page_tables.push_back(batch.page_tables[b]);
+  }
+  return sub;
+}
+
+}  // namespace
 
 MlaAttention::MlaAttention(const WeightLoader& weights, const std::string& prefix)
     : backend_(weights.backend()) {
@@ -64,28 +92,55 @@ Tensor MlaAttention::forward(const Tensor& x, const ForwardBatch& batch, Tensor&
   backend_.rope_inplace(k_rope, 0, batch.attention.positions, rope);
   backend_.write_cache(cache, backend_.concat_last(latent, k_rope.view({T, rope_dim_})), batch.attention);
 
-  bool decode = batch.attention.num_sequences() == T;
-  bool use_absorbed = batch.mode == AttentionMode::kAbsorbed || (batch.mode == AttentionMode::kAuto && decode);
-  Tensor attention = use_absorbed ? absorbed(q, cache, batch) : expanded(q, cache, batch);  // [T, H, dv]
-  return backend_.linear(attention.view({T, heads_ * v_dim_}), o_proj_);                   // [T, hidden]
+  const backend::AttentionBatch& attention = batch.attention;
+  auto absorbed_form = [&](int b) {
+    if (batch.mode != AttentionMode::kAuto) return batch.mode == AttentionMode::kAbsorbed;
+    return attention.query_start[b + 1] - attention.query_start[b] == 1;  // decode: one new token
+  };
+  int absorbed_count = 0;
+  for (int b = 0; b < attention.num_sequences(); ++b) absorbed_count += absorbed_form(b);
+  Tensor out;                                                               // [T, H, dv]
+  if (absorbed_count == attention.num_sequences()) {
+    out = absorbed(q, cache, attention);
+  } else if (absorbed_count == 0) {
+    out = expanded(q, cache, attention);
+  } else {
+    // Mixed step: decodes absorbed, prompts expanded, rows put back in batch order.
+    SubBatch decodes = select_sequences(attention, absorbed_form);
+    SubBatch prompts = select_sequences(attention, [&](int b) { return !absorbed_form(b); });
+    Tensor flat = q.view({T, heads_ * (nope_dim_ + rope_dim_)});
+    auto part = [&](const SubBatch& sub, bool absorb) {
+      auto rows = static_cast<int64_t>(sub.rows.size());
+      Tensor q_part = backend_.gather_rows(flat, sub.rows).view({rows, heads_, nope_dim_ + rope_dim_});
+      Tensor o = absorb ? absorbed(q_part, cache, sub.attention) : expanded(q_part, cache, sub.attention);
+      return o.view({rows, heads_ * v_dim_});
+    };
+    Tensor stacked = backend_.concat_rows(part(decodes, true), part(prompts, false));
+    std::vector<int32_t> order(T);
+    for (size_t i = 0; i < decodes.rows.size(); ++i) order[decodes.rows[i]] = static_cast<int32_t>(i);
+    for (size_t i = 0; i < prompts.rows.size(); ++i)
+      order[prompts.rows[i]] = static_cast<int32_t>(decodes.rows.size() + i);
+    out = backend_.gather_rows(stacked, order);
+  }
+  return backend_.linear(out.view({T, heads_ * v_dim_}), o_proj_);        // [T, hidden]
 }
 
-Tensor MlaAttention::expanded(const Tensor& q, const Tensor& cache, const ForwardBatch& batch) const {
-  Tensor rows = backend_.gather_cache(cache, batch.attention);               // [S, L + dr]
+Tensor MlaAttention::expanded(const Tensor& q, const Tensor& cache, const backend::AttentionBatch& batch) const {
+  Tensor rows = backend_.gather_cache(cache, batch);                         // [S, L + dr]
   int64_t S = rows.dim(0);
   Tensor kv = backend_.linear(backend_.slice_last(rows, 0, latent_), kv_b_);  // [S, H * (dn + dv)]
   Tensor k_rope = backend_.slice_last(rows, latent_, latent_ + rope_dim_);  // [S, dr]
-  return backend_.attention_expanded(q, kv.view({S, heads_, nope_dim_ + v_dim_}), k_rope, batch.attention, scale_);
+  return backend_.attention_expanded(q, kv.view({S, heads_, nope_dim_ + v_dim_}), k_rope, batch, scale_);
 }
 
-Tensor MlaAttention::absorbed(const Tensor& q, const Tensor& cache, const ForwardBatch& batch) const {
+Tensor MlaAttention::absorbed(const Tensor& q, const Tensor& cache, const backend::AttentionBatch& batch) const {
   int64_t T = q.dim(0);
   Tensor flat = q.view({T * heads_, nope_dim_ + rope_dim_});
   Tensor q_nope = backend_.slice_last(flat, 0, nope_dim_).view({T, heads_, nope_dim_});
   Tensor q_rope = backend_.slice_last(flat, nope_dim_, nope_dim_ + rope_dim_);           // [T * H, dr]
   Tensor q_latent = backend_.grouped_linear(q_nope, w_uk_t_).view({T * heads_, latent_});  // [T * H, L]
   Tensor query = backend_.concat_last(q_latent, q_rope).view({T, heads_, latent_ + rope_dim_});
-  Tensor out_latent = backend_.attention_absorbed(query, cache, batch.attention, scale_, latent_);  // [T, H, L]
+  Tensor out_latent = backend_.attention_absorbed(query, cache, batch, scale_, latent_);  // [T, H, L]
   return backend_.grouped_linear(out_latent, w_uv_);                                      // [T, H, dv]
 }
 

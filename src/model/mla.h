@@ -23,13 +23,15 @@ class MlaAttention {
   // prefix: "model.layers.N.self_attn."
   MlaAttention(const WeightLoader& weights, const std::string& prefix);
 
-  // x [T, hidden] (normed) -> [T, hidden]. Writes this step's latents into `cache` first.
+  // x [T, hidden] (normed) -> [T, hidden]. Writes this step's latents into `cache` first. Under
+  // AttentionMode::kAuto each sequence takes its own form (absorbed when it adds one token), so a
+  // sequence's numbers do not depend on what else is in the batch.
   Tensor forward(const Tensor& x, const ForwardBatch& batch, Tensor& cache,
                  const backend::RopeTable& rope) const;
 
  private:
-  Tensor expanded(const Tensor& q, const Tensor& cache, const ForwardBatch& batch) const;
-  Tensor absorbed(const Tensor& q, const Tensor& cache, const ForwardBatch& batch) const;
+  Tensor expanded(const Tensor& q, const Tensor& cache, const backend::AttentionBatch& batch) const;
+  Tensor absorbed(const Tensor& q, const Tensor& cache, const backend::AttentionBatch& batch) const;
 
   backend::Backend& backend_;
   int64_t heads_, latent_, rope_dim_, nope_dim_, v_dim_;

@@ -161,6 +161,20 @@ TEST_P(ModelFixture, BatchedAndChunkedPrefillGiveTheSameLogits) {
   EXPECT_LE(max_abs_diff(last, expected), 1e-3f * max_abs(expected));
 }
 
+TEST_P(ModelFixture, ASequenceComputesTheSameWhateverElseIsInTheStep) {
+  // A decode step alone, and the same step next to another sequence's prefill: equal bit for bit.
+  const Case& c = cases_[1];
+  auto decode_logits = [&](bool with_neighbour) {
+    LatentCache cache = model_->make_cache(8);
+    prefill(c.prompt, cache, {4});
+    BatchBuilder builder;
+    builder.add(std::vector<int32_t>{c.greedy[0]}, static_cast<int32_t>(c.prompt.size()), {4}, LogitRows::kLast);
+    if (with_neighbour) builder.add(cases_[3].prompt, 0, {1}, LogitRows::kLast);
+    return model_->forward(builder.build(), cache).logits.slice(0, 1);
+  };
+  EXPECT_EQ(max_abs_diff(decode_logits(false), decode_logits(true)), 0.0f);
+}
+
 TEST_P(ModelFixture, MtpLogitsMatchHuggingFace) {
   if (model_->num_mtp_modules() == 0) GTEST_SKIP() << "no MTP module in this fixture";
   int checked = 0;

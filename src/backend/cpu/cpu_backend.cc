@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
   Tensor gather_rows(const Tensor& x, const std::vector<int32_t>& rows) override {
     return cpu::gather_rows(x, rows);
   }
+  Tensor concat_rows(const Tensor& a, const Tensor& b) override { return cpu::concat_rows(a, b); }
 
   Tensor linear(const Tensor& x, const Tensor& weight) override { return cpu::linear(x, weight); }
   Tensor grouped_linear(const Tensor& x, const Tensor& weight) override { return cpu::grouped_linear(x, weight); }

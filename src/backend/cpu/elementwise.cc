@@ -130,4 +130,15 @@ Tensor gather_rows(const Tensor& x, const std::vector<int32_t>& rows) {
   return out;
 }
 
+Tensor concat_rows(const Tensor& a, const Tensor& b) {
+  expect_f32(a, "concat_rows", "a", 2);
+  expect_f32(b, "concat_rows", "b", 2);
+  DSINFER_CHECK(a.dim(1) == b.dim(1), "concat_rows: widths differ: ", a.shape().to_string(), " and ",
+                b.shape().to_string());
+  Tensor out = Tensor::empty(DType::kF32, {a.dim(0) + b.dim(0), a.dim(1)});
+  std::memcpy(out.raw(), a.raw(), a.nbytes());
+  std::memcpy(static_cast<char*>(out.raw()) + a.nbytes(), b.raw(), b.nbytes());
+  return out;
+}
+
 }  // namespace dsinfer::backend::cpu

@@ -17,6 +17,7 @@ Tensor silu_mul(const Tensor& x);
 Tensor concat_last(const Tensor& a, const Tensor& b);
 Tensor slice_last(const Tensor& x, int64_t begin, int64_t end);
 Tensor gather_rows(const Tensor& x, const std::vector<int32_t>& rows);
+Tensor concat_rows(const Tensor& a, const Tensor& b);
 
 Tensor linear(const Tensor& x, const Tensor& weight);
 Tensor grouped_linear(const Tensor& x, const Tensor& weight);
