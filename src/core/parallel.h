@@ -1,6 +1,6 @@
 // Data parallelism on the CPU: split a range of indices over a pool of threads.
 //
-// The one place that knows how threads are made (OpenMP underneath), so the ops stay plain loops.
+// The one place that knows how threads are made, so the ops stay plain loops.
 #pragma once
 
 #include <cstdint>

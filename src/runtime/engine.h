@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "model/deepseek_model.h"
+#include "runtime/executor.h"
 #include "runtime/metrics.h"
 #include "runtime/request.h"
 #include "tokenizer/tokenizer.h"
@@ -22,7 +23,8 @@ struct EngineConfig {
   int64_t max_num_seqs = 256;             // sequences in a step at most
   int64_t max_num_batched_tokens = 2048;  // tokens in a step at most (decode + prefill chunks)
   int64_t max_model_len = 0;              // context per sequence; 0: the model's
-  int64_t num_pages = 0;                  // KV pages of 64 tokens; 0: enough for max_num_seqs full contexts, capped
+  int64_t num_pages = 0;                  // KV pages of 64 tokens; 0: from kv_cache_bytes
+  int64_t kv_cache_bytes = int64_t{2} << 30;  // when num_pages is 0: this much, or max_num_seqs full contexts if less
   double watermark = 0.01;                // fraction of pages kept free when admitting new requests
   bool enable_prefix_caching = true;
   double arrival_window_ms = 50.0;        // waiting prompts shortest-first within windows this long
@@ -53,7 +55,10 @@ struct EngineStats {
 
 class Engine {
  public:
+  // Serves `model` with a KV cache sized by config.
   Engine(const model::DeepseekModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config);
+  // Serves through any executor (tests and benchmarks use a stand-in model).
+  Engine(std::unique_ptr<StepExecutor> executor, const tokenizer::Tokenizer& tokenizer, EngineConfig config);
   ~Engine();  // stops the loop; requests still in flight finish with FinishReason::kAbort
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -66,6 +71,9 @@ class Engine {
   void abort(RequestId id);
 
   EngineStats stats() const;
+  // Time spent per step outside the model call (scheduling, batch building, sampling, delivery),
+  // averaged over the steps since the last call; microseconds.
+  double take_overhead_us();
   Metrics& metrics();
   int64_t max_model_len() const;
   const EngineConfig& config() const;

@@ -1,0 +1,51 @@
+// The capacity step of scheduling: give each planned piece of work the KV pages it needs.
+//
+// Running sequences come first: when pages run out, unreferenced prefix-cache pages are evicted,
+// then the most recently arrived running sequences are preempted (their pages freed, to be
+// recomputed later). New sequences are admitted only while free pages stay above a watermark;
+// a new sequence first reuses what the prefix cache holds of its prompt. Admission stops at the
+// first new sequence that does not fit, so later arrivals cannot overtake it forever.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/micro_batch.h"
+#include "runtime/page_pool.h"
+#include "runtime/prefix_cache.h"
+#include "runtime/sequence.h"
+
+namespace dsinfer::runtime {
+
+struct ScheduledWork {
+  Sequence* sequence = nullptr;
+  int64_t num_tokens = 0;  // tokens computed this step, starting at sequence->num_computed
+};
+
+struct CapacityResult {
+  std::vector<ScheduledWork> work;   // in plan order, every one with its pages
+  std::vector<Sequence*> preempted;  // pages released; to go back to the waiting queue
+};
+
+class CapacityScheduler {
+ public:
+  CapacityScheduler(PagePool& pool, PrefixCache* prefix_cache, int page_size, int32_t watermark_pages);
+
+  // plan[i].index indexes `sequences`. Running sequences are those with pages or computed tokens.
+  CapacityResult reserve(const std::vector<PlannedWork>& plan, const std::vector<Sequence*>& sequences);
+
+  // Drops a sequence's holds on its pages (finish, abort, preemption) and forgets its progress.
+  void release(Sequence& sequence);
+
+ private:
+  int32_t pages_needed(const Sequence& sequence, int64_t tokens) const;
+  bool make_free(int32_t pages);  // evicts cached pages until `pages` are free; false if impossible
+  bool admit(Sequence& sequence, int64_t& tokens);
+
+  PagePool& pool_;
+  PrefixCache* prefix_cache_;
+  int page_size_;
+  int32_t watermark_pages_;
+};
+
+}  // namespace dsinfer::runtime

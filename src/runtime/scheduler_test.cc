@@ -1,0 +1,226 @@
+// The page pool, the prefix cache and the two scheduling steps, each on its own.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+
+#include "core/error.h"
+#include "runtime/capacity.h"
+#include "runtime/micro_batch.h"
+#include "runtime/page_pool.h"
+#include "runtime/prefix_cache.h"
+
+namespace dsinfer::runtime {
+namespace {
+
+constexpr int kPage = 4;  // small pages keep the cases readable
+
+std::vector<int32_t> iota_tokens(int count, int start = 100) {
+  std::vector<int32_t> tokens(count);
+  std::iota(tokens.begin(), tokens.end(), start);
+  return tokens;
+}
+
+TEST(PagePool, CountsHoldsAndRefusesMisuse) {
+  PagePool pool(4);
+  std::vector<int32_t> pages = pool.allocate(3);
+  EXPECT_EQ(pool.free_count(), 1);
+  EXPECT_THROW(pool.allocate(2), Error);
+  pool.retain(pages[0]);
+  pool.release(pages[0]);
+  EXPECT_EQ(pool.ref_count(pages[0]), 1);
+  for (int32_t page : pages) pool.release(page);
+  EXPECT_EQ(pool.free_count(), 4);
+  EXPECT_THROW(pool.release(pages[0]), Error);  // double free
+  EXPECT_THROW(pool.retain(pages[1]), Error);   // not in use
+}
+
+TEST(PrefixCache, MatchesWholePagesOfTheLongestPrefix) {
+  PagePool pool(16);
+  {
+    PrefixCache cache(pool, kPage);
+    std::vector<int32_t> tokens = iota_tokens(10);  // two full pages and a partial one
+    std::vector<int32_t> pages = pool.allocate(3);
+    cache.insert(tokens, pages);
+    EXPECT_EQ(cache.cached(), 2);
+    for (int32_t page : pages) pool.release(page);  // the sequence ends; the tree keeps two pages
+    EXPECT_EQ(pool.used_count(), 2);
+    EXPECT_EQ(cache.evictable(), 2);
+
+    std::vector<int32_t> longer = iota_tokens(12);
+    std::vector<int32_t> hit = cache.match(longer, 11);
+    EXPECT_EQ(hit, std::vector<int32_t>(pages.begin(), pages.begin() + 2));
+    EXPECT_EQ(cache.evictable(), 0);  // held by the new sequence now
+    EXPECT_EQ(cache.match(longer, 7).size(), 1u);  // max_tokens cuts to whole pages
+    std::vector<int32_t> other = longer;
+    other[5] = 7;  // differs in the second page
+    EXPECT_EQ(cache.match(other, 12).size(), 1u);
+    for (int32_t page : hit) pool.release(page);
+    pool.release(hit[0]);
+    pool.release(hit[0]);
+    EXPECT_EQ(cache.hit_tokens(), 8 + 4 + 4);
+  }
+  EXPECT_EQ(pool.free_count(), 16);  // the destructor released the tree's holds
+}
+
+TEST(PrefixCache, EvictsLeastRecentlyUsedLeavesOnly) {
+  PagePool pool(8);
+  PrefixCache cache(pool, kPage);
+  std::vector<int32_t> a = iota_tokens(8, 0), b = iota_tokens(8, 0);
+  b[4] = 99;  // shares the first page with a
+  std::vector<int32_t> pages_a = pool.allocate(2);
+  cache.insert(a, pages_a);
+  std::vector<int32_t> pages_b = {pages_a[0], pool.allocate(1)[0]};
+  pool.retain(pages_a[0]);
+  cache.insert(b, pages_b);
+  for (int32_t page : pages_a) pool.release(page);
+  for (int32_t page : pages_b) pool.release(page);
+  EXPECT_EQ(cache.cached(), 3);
+  std::vector<int32_t> touch = cache.match(a, 8);  // a becomes most recently used
+  for (int32_t page : touch) pool.release(page);
+  EXPECT_EQ(cache.evict(1), 1);                    // b's leaf goes first
+  EXPECT_EQ(cache.match(b, 8).size(), 1u);
+  pool.release(pages_a[0]);
+  EXPECT_EQ(cache.evict(10), 2);  // then a's leaf, then the shared root page
+  EXPECT_EQ(pool.free_count(), 8);
+}
+
+Candidate candidate(int64_t index, bool running, int64_t pending, int64_t prompt, double arrival_ms) {
+  return {index, running, pending, prompt, Clock::time_point{} + std::chrono::microseconds(int64_t(arrival_ms * 1000))};
+}
+
+TEST(MicroBatch, DecodesFirstThenContinuingThenShortestNewWithinAWindow) {
+  std::vector<Candidate> candidates = {
+      candidate(0, false, 900, 900, 0.0),  // long prompt, first to arrive
+      candidate(1, true, 1, 20, 1.0),      // decoding
+      candidate(2, false, 30, 30, 5.0),    // short, same window as 0
+      candidate(3, true, 200, 300, 2.0),   // part-way through its prompt
+      candidate(4, false, 10, 10, 80.0),   // short, but a later window than 0
+      candidate(5, true, 1, 40, 3.0),
+  };
+  std::vector<PlannedWork> plan = plan_micro_batch(candidates, {1000, 16, 50.0});
+  std::vector<int64_t> order;
+  for (const PlannedWork& w : plan) order.push_back(w.index);
+  EXPECT_EQ(order, (std::vector<int64_t>{1, 5, 3, 2, 0}));
+  EXPECT_EQ(plan[2].num_tokens, 200);
+  EXPECT_EQ(plan[4].num_tokens, 1000 - 1 - 1 - 200 - 30);  // chunked to the budget
+}
+
+TEST(MicroBatch, RespectsSequenceLimitAndBudget) {
+  std::vector<Candidate> candidates;
+  for (int i = 0; i < 10; ++i) candidates.push_back(candidate(i, true, 1, 5, i));
+  EXPECT_EQ(plan_micro_batch(candidates, {1000, 4, 50.0}).size(), 4u);
+  EXPECT_EQ(plan_micro_batch(candidates, {3, 100, 50.0}).size(), 3u);
+}
+
+TEST(MicroBatch, AShortPromptIsNotStarvedBehindLongOnes) {
+  // Many long prompts arrived just before a short one: the short one runs in the first step.
+  std::vector<Candidate> candidates;
+  for (int i = 0; i < 8; ++i) candidates.push_back(candidate(i, false, 4000, 4000, i * 0.1));
+  candidates.push_back(candidate(8, false, 12, 12, 1.0));
+  std::vector<PlannedWork> plan = plan_micro_batch(candidates, {2048, 256, 50.0});
+  ASSERT_FALSE(plan.empty());
+  EXPECT_EQ(plan.front().index, 8);
+}
+
+// Checks that every page's count equals the holds of the sequences plus the cache.
+void expect_consistent(const PagePool& pool, const std::vector<Sequence*>& sequences) {
+  std::map<int32_t, int> holds;
+  for (const Sequence* s : sequences)
+    for (int32_t page : s->pages) ++holds[page];
+  int32_t used = 0;
+  for (int32_t page = 0; page < pool.total(); ++page) {
+    EXPECT_EQ(pool.ref_count(page), holds[page]) << "page " << page;
+    used += pool.ref_count(page) > 0;
+  }
+  EXPECT_EQ(used, pool.used_count());
+}
+
+struct SchedulerCase {
+  std::vector<std::unique_ptr<Sequence>> owned;
+  std::vector<Sequence*> sequences;
+  Sequence& add(int prompt, double arrival_ms) {
+    auto s = std::make_unique<Sequence>();
+    s->tokens = iota_tokens(prompt);
+    s->prompt_length = prompt;
+    s->arrival = Clock::time_point{} + std::chrono::microseconds(int64_t(arrival_ms * 1000));
+    sequences.push_back(s.get());
+    owned.push_back(std::move(s));
+    return *owned.back();
+  }
+  std::vector<PlannedWork> plan_all() const {
+    std::vector<PlannedWork> plan;
+    for (size_t i = 0; i < sequences.size(); ++i) plan.push_back({int64_t(i), sequences[i]->pending_tokens()});
+    return plan;
+  }
+};
+
+TEST(Capacity, AdmitsOnlyAboveTheWatermark) {
+  PagePool pool(10);
+  CapacityScheduler capacity(pool, nullptr, kPage, /*watermark_pages=*/2);
+  SchedulerCase c;
+  c.add(12, 0);  // 3 pages
+  c.add(24, 1);  // 6 pages: 3 + 6 + 2 > 10, not admitted
+  c.add(4, 2);   // would fit, but admission stops at the first that does not
+  CapacityResult result = capacity.reserve(c.plan_all(), c.sequences);
+  ASSERT_EQ(result.work.size(), 1u);
+  EXPECT_EQ(result.work[0].sequence, c.sequences[0]);
+  EXPECT_EQ(pool.used_count(), 3);
+  expect_consistent(pool, c.sequences);
+}
+
+TEST(Capacity, PreemptsTheLatestArrivalWhenPagesRunOut) {
+  PagePool pool(6);
+  CapacityScheduler capacity(pool, nullptr, kPage, 0);
+  SchedulerCase c;
+  Sequence& first = c.add(8, 0);
+  Sequence& second = c.add(12, 1);
+  CapacityResult admitted = capacity.reserve(c.plan_all(), c.sequences);
+  ASSERT_EQ(admitted.work.size(), 2u);  // 2 + 3 pages of 6
+  for (Sequence* s : c.sequences) s->num_computed = static_cast<int64_t>(s->tokens.size());
+  // Both decode; `first` crosses into a new page, then grows further, until `second` must go.
+  first.tokens.resize(first.tokens.size() + 1, 7);
+  second.tokens.resize(second.tokens.size() + 1, 7);
+  CapacityResult step = capacity.reserve(c.plan_all(), c.sequences);  // needs 2 more pages, 1 free
+  ASSERT_EQ(step.preempted.size(), 1u);
+  EXPECT_EQ(step.preempted[0], &second);
+  EXPECT_TRUE(second.pages.empty());
+  EXPECT_EQ(second.num_computed, 0);
+  ASSERT_EQ(step.work.size(), 1u);
+  EXPECT_EQ(step.work[0].sequence, &first);
+  expect_consistent(pool, c.sequences);
+  capacity.release(first);
+  EXPECT_EQ(pool.free_count(), 6);
+}
+
+TEST(Capacity, ReusesPrefixPagesAndEvictsThemUnderPressure) {
+  PagePool pool(6);
+  PrefixCache cache(pool, kPage);
+  CapacityScheduler capacity(pool, &cache, kPage, 0);
+  SchedulerCase c;
+  Sequence& first = c.add(9, 0);
+  capacity.reserve(c.plan_all(), c.sequences);
+  first.num_computed = 9;
+  cache.insert(first.tokens, first.pages);
+  capacity.release(first);
+  EXPECT_EQ(pool.used_count(), 2);  // two full pages stay cached
+
+  SchedulerCase again;
+  Sequence& second = again.add(9, 1);
+  CapacityResult result = capacity.reserve(again.plan_all(), again.sequences);
+  ASSERT_EQ(result.work.size(), 1u);
+  EXPECT_EQ(second.cached_tokens, 8);
+  EXPECT_EQ(result.work[0].num_tokens, 1);  // only the last token is computed
+  capacity.release(second);
+
+  SchedulerCase big;  // needs every page: the cached ones are evicted
+  big.add(24, 2).tokens[0] = 5;
+  result = capacity.reserve(big.plan_all(), big.sequences);
+  ASSERT_EQ(result.work.size(), 1u);
+  EXPECT_EQ(cache.cached(), 0);
+  capacity.release(*big.sequences[0]);
+  EXPECT_EQ(pool.free_count(), 6);
+}
+
+}  // namespace
+}  // namespace dsinfer::runtime

@@ -1,0 +1,43 @@
+// A request inside the engine: its tokens, how far the KV cache has caught up, its pages, its
+// sampler and stop state, and its timestamps.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/request.h"
+#include "runtime/sampler.h"
+#include "runtime/stop_checker.h"
+
+namespace dsinfer::runtime {
+
+struct Sequence {
+  RequestId id = 0;
+  RequestState state = RequestState::kWaiting;
+  RequestOptions options;
+  StreamSink sink;
+
+  std::vector<int32_t> tokens;  // prompt then output
+  int64_t prompt_length = 0;
+  int64_t num_computed = 0;     // tokens whose latent rows are in the cache
+  int64_t cached_tokens = 0;    // prompt tokens reused from the prefix cache (first admission)
+  std::vector<int32_t> pages;   // one hold each
+  int64_t max_length = 0;       // prompt + max_tokens, capped by the context
+
+  SamplerState sampler;
+  std::unique_ptr<StopChecker> stop;
+
+  Clock::time_point arrival;
+  Clock::time_point first_scheduled;
+  Clock::time_point last_token_time;
+  bool scheduled_once = false;
+  double ttft_seconds = -1.0;
+
+  int64_t output_length() const { return static_cast<int64_t>(tokens.size()) - prompt_length; }
+  // Tokens still to run through the model before the next token can be sampled.
+  int64_t pending_tokens() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
+  bool prefilling() const { return num_computed + 1 < static_cast<int64_t>(tokens.size()); }
+};
+
+}  // namespace dsinfer::runtime

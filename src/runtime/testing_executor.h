@@ -1,0 +1,43 @@
+// A stand-in model for engine tests and benchmarks: its "KV cache" stores the token written to
+// each slot, and the logits of a row favour one token chosen by a hash of the whole context read
+// back through the page table. Any paging mistake (a page shared wrongly, a slot overwritten, a
+// stale prefix) changes the context it reads and so the tokens it produces, which the tests
+// compare against the same hash over the true token sequence.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/executor.h"
+
+namespace dsinfer::runtime {
+
+class HashingExecutor final : public StepExecutor {
+ public:
+  HashingExecutor(int64_t vocab, int64_t pages, int64_t max_model_len, std::vector<int32_t> eos_ids,
+                  int32_t first_token = 16);
+
+  Tensor run(const model::ForwardBatch& batch) override;
+  std::vector<int32_t> sample(const Tensor& logits, const std::vector<backend::SamplingParams>& params,
+                              const std::vector<float>& uniforms) override;
+  int64_t vocab_size() const override { return vocab_; }
+  int64_t max_model_len() const override { return max_model_len_; }
+  int64_t num_pages() const override { return pages_; }
+  std::vector<int32_t> eos_token_ids() const override { return eos_ids_; }
+
+  // The token the executor favours after `context` (what greedy decoding produces).
+  int32_t next_token(const std::vector<int32_t>& context) const;
+  // Greedy continuation of `prompt` for `count` tokens.
+  std::vector<int32_t> expected(std::vector<int32_t> prompt, int64_t count) const;
+  // Tokens the last run() read through page tables (for tests of the engine's batches).
+  int64_t tokens_run() const { return tokens_run_; }
+
+ private:
+  int64_t vocab_, pages_, max_model_len_;
+  std::vector<int32_t> eos_ids_;
+  int32_t first_token_;
+  std::vector<int32_t> slots_;  // token written to each cache slot, -1 if none
+  int64_t tokens_run_ = 0;
+};
+
+}  // namespace dsinfer::runtime
