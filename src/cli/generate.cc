@@ -1,0 +1,116 @@
+// dsinfer generate: prompt in, tokens out, on one sequence.
+#include <cstdio>
+#include <string>
+
+#include "backend/backend.h"
+#include "cli/flags.h"
+#include "cli/model_files.h"
+#include "cli/verbs.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/npy.h"
+#include "core/strings.h"
+#include "runtime/generate.h"
+#include "tokenizer/chat/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dsinfer::cli {
+namespace {
+
+Flags generate_flags() {
+  Flags flags("dsinfer generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [flags]",
+              "Generates a continuation of one prompt and prints it (JSON with --json).");
+  flags.add_string("model", "DIR", "checkpoint directory (config.json, *.safetensors, tokenizer.json)", true);
+  flags.add_string("prompt", "TEXT", "prompt text, tokenized with a leading BOS token");
+  flags.add_string("prompt-ids", "IDS", "prompt as comma-separated token ids");
+  flags.add_bool("chat", "wrap --prompt as one user message through the chat template");
+  flags.add_int("max-new-tokens", "tokens to generate at most", 128);
+  flags.add_double("temperature", "sampling temperature; 0 is greedy", 0.0);
+  flags.add_double("top-p", "nucleus sampling: keep the most likely tokens up to this mass", 1.0);
+  flags.add_int("top-k", "keep only the k most likely tokens; 0 keeps all", 0);
+  flags.add_int("seed", "seed of the sampler", 0);
+  flags.add_string("device", "DEVICE", "where to run: cpu", false, "cpu");
+  flags.add_bool("json", "print {prompt_ids, output_ids, text, finish_reason} as JSON");
+  flags.add_string("prompt-logits", "FILE.npy", "write the logits at every prompt position, float32 [prompt, vocab]");
+  return flags;
+}
+
+std::vector<int32_t> prompt_ids(const Flags& flags, const tokenizer::Tokenizer& tokenizer, const std::string& dir) {
+  bool has_text = flags.has("prompt"), has_ids = flags.has("prompt-ids");
+  DSINFER_CHECK(has_text != has_ids, "give exactly one of --prompt and --prompt-ids");
+  if (has_ids) {
+    DSINFER_CHECK(!flags.get_bool("chat"), "--chat needs --prompt, not --prompt-ids");
+    return parse_int_list(flags.get_string("prompt-ids"), "--prompt-ids");
+  }
+  std::string text = flags.get_string("prompt");
+  if (!flags.get_bool("chat")) return tokenizer.encode(text, /*add_special_tokens=*/true);
+  // The template writes the BOS token itself, so the rendered text is encoded as it stands.
+  chat::ChatTemplate chat_template = load_chat_template(dir);
+  Json messages = Json::array();
+  Json message;
+  message["role"] = "user";
+  message["content"] = text;
+  messages.push_back(message);
+  return tokenizer.encode(chat_template.render(messages, /*add_generation_prompt=*/true), false);
+}
+
+std::vector<int32_t> stop_ids(const model::DeepseekModel& model, const tokenizer::Tokenizer& tokenizer) {
+  std::vector<int32_t> ids;
+  for (int64_t id : model.config().eos_token_ids) ids.push_back(static_cast<int32_t>(id));
+  if (auto eos = tokenizer.eos_id()) ids.push_back(*eos);
+  return ids;
+}
+
+}  // namespace
+
+int run_generate(int argc, char** argv) {
+  Flags flags = generate_flags();
+  if (!flags.parse(argc, argv)) return 0;
+  std::string device = flags.get_string("device");
+  DSINFER_CHECK(device == "cpu", "--device ", device, " is not available in this build (use cpu)");
+  std::string dir = flags.get_string("model");
+  int64_t max_new_tokens = flags.get_int("max-new-tokens");
+  DSINFER_CHECK(max_new_tokens >= 0, "--max-new-tokens must not be negative");
+  double temperature = flags.get_double("temperature"), top_p = flags.get_double("top-p");
+  DSINFER_CHECK(temperature >= 0, "--temperature must not be negative");
+  DSINFER_CHECK(top_p > 0 && top_p <= 1, "--top-p must be in (0, 1]");
+  DSINFER_CHECK(flags.get_int("top-k") >= 0, "--top-k must not be negative");
+
+  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
+  std::vector<int32_t> prompt = prompt_ids(flags, tokenizer, dir);
+  auto backend = backend::make_cpu_backend();
+  auto model = model::DeepseekModel::load(dir, *backend);
+
+  runtime::GenerateOptions options;
+  options.max_new_tokens = max_new_tokens;
+  options.sampling.temperature = static_cast<float>(temperature);
+  options.sampling.top_p = static_cast<float>(top_p);
+  options.sampling.top_k = static_cast<int>(flags.get_int("top-k"));
+  options.seed = static_cast<uint64_t>(flags.get_int("seed"));
+  options.stop_token_ids = stop_ids(*model, tokenizer);
+  options.prompt_logits = flags.has("prompt-logits");
+  runtime::GenerateResult result = runtime::generate(*model, prompt, options);
+
+  if (options.prompt_logits) write_npy(flags.get_string("prompt-logits"), result.prompt_logits);
+  std::vector<int32_t> text_ids = result.output_ids;
+  if (result.finish_reason == "stop") text_ids.pop_back();  // the stop token is not part of the text
+  std::string text = tokenizer.decode(text_ids, /*skip_special_tokens=*/true);
+  double decode_rate = result.decode_seconds > 0 ? (result.output_ids.size() - 1) / result.decode_seconds : 0;
+  log_info("prompt ", prompt.size(), " tokens in ", result.prefill_seconds, " s; ", result.output_ids.size(),
+           " new tokens, decode ", decode_rate, " tokens/s");
+  if (flags.get_bool("json")) {
+    Json out;
+    out["prompt_ids"] = Json::array();
+    for (int32_t id : prompt) out["prompt_ids"].push_back(id);
+    out["output_ids"] = Json::array();
+    for (int32_t id : result.output_ids) out["output_ids"].push_back(id);
+    out["text"] = text;
+    out["finish_reason"] = result.finish_reason;
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("%s\n", text.c_str());
+  }
+  return 0;
+}
+
+}  // namespace dsinfer::cli

@@ -1,0 +1,52 @@
+// dsinfer: one binary, a few verbs (docs/architecture.md).
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "cli/verbs.h"
+#include "core/error.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: dsinfer VERB [flags]\n"
+    "\n"
+    "DeepSeek-V3-architecture inference.\n"
+    "\n"
+    "verbs:\n"
+    "  generate   generate text from a prompt (dsinfer generate --help)\n"
+    "  tokenize   encode text or a chat, or decode ids (dsinfer tokenize --help)\n";
+
+struct Verb {
+  const char* name;
+  int (*run)(int, char**);
+};
+
+constexpr Verb kVerbs[] = {
+    {"generate", dsinfer::cli::run_generate},
+    {"tokenize", dsinfer::cli::run_tokenize},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 1 : 0;
+  }
+  for (const Verb& verb : kVerbs) {
+    if (std::strcmp(argv[1], verb.name) != 0) continue;
+    try {
+      return verb.run(argc - 2, argv + 2);
+    } catch (const std::exception& error) {
+      std::string message = error.what();
+      for (char& c : message)
+        if (c == '\n') c = ' ';
+      std::fprintf(stderr, "dsinfer %s: %s\n", verb.name, message.c_str());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "dsinfer: unknown verb '%s' (see dsinfer --help)\n", argv[1]);
+  return 1;
+}

@@ -1,0 +1,10 @@
+// The verbs of the dsinfer binary. Each takes the arguments after its name and returns the exit
+// code; errors are thrown as dsinfer::Error and printed by main on one line.
+#pragma once
+
+namespace dsinfer::cli {
+
+int run_generate(int argc, char** argv);
+int run_tokenize(int argc, char** argv);
+
+}  // namespace dsinfer::cli
