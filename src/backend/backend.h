@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,19 @@ struct AttentionBatch {
   std::vector<int32_t> query_start;   // [B + 1] first token row of each sequence in the step
   std::vector<int32_t> context_lens;  // [B] cached tokens of each sequence after this step's writes
   std::vector<int32_t> positions;     // [T] position of each token (= its index in the cache)
-  std::vector<std::vector<int32_t>> page_tables;  // [B][pages] page ids, in order
+  std::vector<int32_t> page_table_start = {0};  // [B + 1] where each sequence's pages begin in page_ids
+  std::vector<int32_t> page_ids;                // every sequence's page table, concatenated
   std::vector<int64_t> slot_mapping;  // [T] cache slot (page * page_size + offset) written by each token
   int page_size = 64;
+
   int num_sequences() const { return static_cast<int>(context_lens.size()); }
+  std::span<const int32_t> pages(int b) const {
+    return std::span<const int32_t>(page_ids).subspan(page_table_start[b], page_table_start[b + 1] - page_table_start[b]);
+  }
+  void add_pages(std::span<const int32_t> pages) {
+    page_ids.insert(page_ids.end(), pages.begin(), pages.end());
+    page_table_start.push_back(static_cast<int32_t>(page_ids.size()));
+  }
 };
 
 // The rotary table: cos and sin for every position, [max_positions, rope_dim / 2] float32.

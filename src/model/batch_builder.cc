@@ -25,7 +25,7 @@ void BatchBuilder::add(std::span<const int32_t> tokens, int32_t start, const std
   }
   attention.query_start.push_back(first_row + count);
   attention.context_lens.push_back(start + count);
-  attention.page_tables.push_back(pages);
+  attention.add_pages(pages);
   if (logits == LogitRows::kLast) batch_.logit_rows.push_back(first_row + count - 1);
   if (logits == LogitRows::kAll)
     for (int32_t i = 0; i < count; ++i) batch_.logit_rows.push_back(first_row + i);

@@ -25,7 +25,7 @@ SubBatch select_sequences(const backend::AttentionBatch& batch, Pick pick) {
     }
     sub.attention.query_start.push_back(static_cast<int32_t>(sub.rows.size()));
     sub.attention.context_lens.push_back(batch.context_lens[b]);
-    sub.attention.page_tables.push_back(batch.page_tables[b]);
+    sub.attention.add_pages(batch.pages(b));
   }
   return sub;
 }

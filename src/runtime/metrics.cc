@@ -21,21 +21,24 @@ std::vector<double> request_latency_buckets() {
 
 }  // namespace
 
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(std::make_unique<std::atomic<uint64_t>[]>(bounds_.size() + 1)) {}
 
 void Histogram::observe(double value) {
   size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++counts_[bucket];
-  sum_ += value;
-  ++count_;
+  counts_[bucket].fetch_add(1, std::memory_order_relaxed);
+  sum_.fetch_add(value, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
 }
 
 Histogram::Snapshot Histogram::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  Snapshot out{bounds_, {}, sum_, count_};
+  // Buckets are read one by one while observations continue: the count is taken from the
+  // buckets so that the +Inf bucket always equals _count, as Prometheus expects.
+  Snapshot out{bounds_, {}, sum_.load(std::memory_order_relaxed), 0};
   uint64_t running = 0;
-  for (uint64_t c : counts_) out.cumulative.push_back(running += c);
+  for (size_t i = 0; i <= bounds_.size(); ++i)
+    out.cumulative.push_back(running += counts_[i].load(std::memory_order_relaxed));
+  out.count = running;
   return out;
 }
 

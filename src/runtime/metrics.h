@@ -2,14 +2,14 @@
 // Prometheus text (server/metrics_format.h) under vLLM's metric names.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstdint>
-#include <mutex>
+#include <memory>
 #include <vector>
 
 namespace dsinfer::runtime {
 
+// Lock-free: the engine thread observes once per token; readers take snapshots.
 class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);  // upper bounds, ascending (seconds)
@@ -24,11 +24,10 @@ class Histogram {
   Snapshot snapshot() const;
 
  private:
-  mutable std::mutex mutex_;
   std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;  // per bucket, +Inf last
-  double sum_ = 0.0;
-  uint64_t count_ = 0;
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;  // per bucket, +Inf last
+  std::atomic<double> sum_{0.0};
+  std::atomic<uint64_t> count_{0};
 };
 
 struct Metrics {

@@ -37,6 +37,7 @@ class HashingExecutor final : public StepExecutor {
   std::vector<int32_t> eos_ids_;
   int32_t first_token_;
   std::vector<int32_t> slots_;  // token written to each cache slot, -1 if none
+  Tensor logits_;
   int64_t tokens_run_ = 0;
 };
 

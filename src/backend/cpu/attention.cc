@@ -19,7 +19,7 @@ namespace {
 void check_batch(const AttentionBatch& batch, int64_t tokens, const char* op) {
   int B = batch.num_sequences();
   DSINFER_CHECK(static_cast<int>(batch.query_start.size()) == B + 1 &&
-                    static_cast<int>(batch.page_tables.size()) == B &&
+                    static_cast<int>(batch.page_table_start.size()) == B + 1 &&
                     static_cast<int64_t>(batch.positions.size()) == tokens && batch.query_start[B] == tokens,
                 op, ": attention batch does not describe ", tokens, " tokens");
   for (int b = 0; b < B; ++b) {
@@ -27,13 +27,13 @@ void check_batch(const AttentionBatch& batch, int64_t tokens, const char* op) {
       DSINFER_CHECK(batch.positions[t] >= 0 && batch.positions[t] < batch.context_lens[b], op, ": token ", t,
                     " at position ", batch.positions[t], " is outside its context of ", batch.context_lens[b]);
     int64_t pages_needed = (batch.context_lens[b] + batch.page_size - 1) / batch.page_size;
-    DSINFER_CHECK(static_cast<int64_t>(batch.page_tables[b].size()) >= pages_needed, op, ": sequence ", b,
-                  " has ", batch.page_tables[b].size(), " pages for ", batch.context_lens[b], " tokens");
+    DSINFER_CHECK(static_cast<int64_t>(batch.pages(b).size()) >= pages_needed, op, ": sequence ", b, " has ",
+                  batch.pages(b).size(), " pages for ", batch.context_lens[b], " tokens");
   }
 }
 
 int64_t cache_slot(const AttentionBatch& batch, int b, int64_t index) {
-  return static_cast<int64_t>(batch.page_tables[b][index / batch.page_size]) * batch.page_size +
+  return static_cast<int64_t>(batch.pages(b)[index / batch.page_size]) * batch.page_size +
          index % batch.page_size;
 }
 

@@ -123,7 +123,7 @@ AttentionBatch make_batch(int context, int queries, int page_size, std::mt19937&
   std::vector<int32_t> table(pages);
   std::iota(table.begin(), table.end(), 1);
   std::shuffle(table.begin(), table.end(), rng);
-  batch.page_tables = {table};
+  batch.add_pages(table);
   for (int t = 0; t < queries; ++t) {
     int position = context - queries + t;
     batch.positions.push_back(position);
@@ -140,9 +140,10 @@ TEST(CpuOps, ExpandedAndAbsorbedMlaAgree) {
   Tensor cache = Tensor::empty(DType::kF32, {8, page, L + dr});
   // Fill every cached row of the sequence through write_cache, one token at a time.
   AttentionBatch all = make_batch(context, context, page, rng);
-  all.page_tables = batch.page_tables;
+  all.page_table_start = batch.page_table_start;
+  all.page_ids = batch.page_ids;
   for (int t = 0; t < context; ++t)
-    all.slot_mapping[t] = int64_t(batch.page_tables[0][t / page]) * page + t % page;
+    all.slot_mapping[t] = int64_t(batch.pages(0)[t / page]) * page + t % page;
   write_cache(cache, random_tensor({context, L + dr}, rng), all);
 
   Tensor kv_b = random_tensor({H * (dn + dv), L}, rng, 0.05f);  // kv_b_proj.weight
