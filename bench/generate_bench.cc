@@ -1,0 +1,85 @@
+// Single-sequence generation speed on the CPU backend: prefill tokens/s and decode tokens/s of
+// `runtime::generate` (what `dsinfer generate` runs), greedy, stop tokens ignored.
+//
+//   build/bench/generate_bench --model tests/fixtures/models/v3-tiny [--prompt 64] [--new 128]
+//       [--threads N] [--anchor bench/results/hf_generate_v3-tiny.json] [--out FILE]
+// The anchor, when given, is Hugging Face transformers on the same model, prompt and machine
+// (tools/bench_hf_generate.py).
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "bench_common.h"
+#include "cli/flags.h"
+#include "core/file.h"
+#include "core/parallel.h"
+#include "runtime/generate.h"
+
+namespace dsinfer::bench {
+namespace {
+
+int run(int argc, char** argv) {
+  cli::Flags flags("generate_bench --model DIR [flags]", "Prefill and decode tokens/s of one sequence.");
+  flags.add_string("model", "DIR", "model directory", true);
+  flags.add_int("prompt", "prompt tokens", 64);
+  flags.add_int("new", "new tokens", 128);
+  flags.add_int("runs", "timed runs (the median is reported)", 5);
+  flags.add_int("threads", "CPU threads (0: all)", 0);
+  flags.add_string("anchor", "FILE", "JSON from tools/bench_hf_generate.py to compare with");
+  flags.add_string("out", "FILE", "result JSON (default bench/results/generate_<model>.json)");
+  if (!flags.parse(argc - 1, argv + 1)) return 0;
+  if (flags.get_int("threads") > 0) set_num_threads(static_cast<int>(flags.get_int("threads")));
+  std::string dir = flags.get_string("model");
+  std::string name = dir.substr(dir.find_last_of('/') + 1);
+
+  auto backend = backend::make_cpu_backend();
+  auto model = model::DeepseekModel::load(dir, *backend);
+  std::vector<int32_t> prompt;
+  for (int64_t i = 0; i < flags.get_int("prompt"); ++i)
+    prompt.push_back(static_cast<int32_t>(3 + (i * 7919) % (model->config().vocab_size - 3)));
+  runtime::GenerateOptions options;
+  options.max_new_tokens = flags.get_int("new");
+  runtime::generate(*model, prompt, options);  // warm-up
+  std::vector<double> prefill, decode;
+  for (int64_t run = 0; run < flags.get_int("runs"); ++run) {
+    runtime::GenerateResult result = runtime::generate(*model, prompt, options);
+    prefill.push_back(static_cast<double>(prompt.size()) / result.prefill_seconds);
+    decode.push_back(static_cast<double>(result.output_ids.size() - 1) / result.decode_seconds);
+  }
+  auto median = [](std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return values[values.size() / 2];
+  };
+  double prefill_rate = median(prefill), decode_rate = median(decode);
+  std::printf("%s: prefill %.0f tokens/s, decode %.1f tokens/s (%d threads)\n", name.c_str(), prefill_rate,
+              decode_rate, num_threads());
+
+  Json result;
+  result["benchmark"] = "generate_cpu";
+  Json config;
+  config["model"] = dir;
+  config["prompt_tokens"] = flags.get_int("prompt");
+  config["new_tokens"] = flags.get_int("new");
+  config["threads"] = num_threads();
+  config["sampling"] = "greedy, batch 1";
+  result["config"] = config;
+  Json figures;
+  figures["prefill_tokens_per_s"] = prefill_rate;
+  figures["decode_tokens_per_s"] = decode_rate;
+  result["figures"] = figures;
+  if (flags.has("anchor")) result["anchor"] = Json::parse(read_file(flags.get_string("anchor")));
+  write_result(flags.has("out") ? flags.get_string("out") : "bench/results/generate_" + name + ".json", result);
+  return 0;
+}
+
+}  // namespace
+}  // namespace dsinfer::bench
+
+int main(int argc, char** argv) {
+  try {
+    return dsinfer::bench::run(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "generate_bench: %s\n", error.what());
+    return 1;
+  }
+}
