@@ -1,6 +1,7 @@
-// HTTP/1.1 behind a small interface of ours (the implementation, http_server.cc, uses Boost.Beast;
-// nothing else includes Beast). One event loop serves every connection, so thousands of
-// concurrent streaming clients need no thousands of threads; the connection limit is explicit.
+// HTTP/1.1 behind a small interface of ours (the implementation, http_server.cc and the http_*.cc
+// beside it, uses Boost.Beast; nothing else includes Beast). One event loop serves every
+// connection, so thousands of concurrent streaming clients need no thousands of threads; the
+// connection limit is explicit.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,9 @@ class HttpResponder {
   virtual void on_disconnect(std::function<void()> callback) = 0;
 };
 
+// Called on the event loop thread, once per request: it must not block (hand the work on and answer
+// later through the responder, from any thread). A handler that throws, or drops the responder
+// before answering, gets a 500 sent for it; one dropped mid-stream closes the connection.
 using HttpHandler = std::function<void(const HttpRequest&, std::shared_ptr<HttpResponder>)>;
 
 struct HttpServerOptions {

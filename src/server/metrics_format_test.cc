@@ -1,0 +1,112 @@
+#include "server/metrics_format.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/strings.h"
+
+namespace dsinfer::server {
+namespace {
+
+// The samples of an exposition, by "name{labels}", after checking every line's syntax: comments
+// are "# HELP name text" or "# TYPE name type" (the TYPE right after the HELP of the same name),
+// samples are "name{labels} value" with a value that parses.
+std::map<std::string, double> samples_of(const std::string& text) {
+  std::map<std::string, double> samples;
+  std::istringstream lines(text);
+  std::string line, help_name;
+  while (std::getline(lines, line)) {
+    if (line.rfind("# HELP ", 0) == 0) {
+      help_name = line.substr(7, line.find(' ', 7) - 7);
+      continue;
+    }
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::vector<std::string> parts = split(line, ' ');
+      EXPECT_EQ(parts.size(), 4u) << line;
+      EXPECT_EQ(parts[2], help_name) << line;
+      EXPECT_TRUE(parts[3] == "gauge" || parts[3] == "counter" || parts[3] == "histogram") << line;
+      continue;
+    }
+    size_t space = line.rfind(' ');
+    EXPECT_NE(space, std::string::npos) << line;
+    std::string series = line.substr(0, space);
+    EXPECT_EQ(series.rfind(help_name, 0), 0u) << "sample outside its family: " << line;
+    EXPECT_NE(series.find("model_name=\"dsv3\""), std::string::npos) << line;
+    double value = 0;
+    EXPECT_TRUE(parse_double(line.substr(space + 1), &value) || line.substr(space + 1) == "+Inf") << line;
+    EXPECT_EQ(samples.count(series), 0u) << "duplicate series: " << series;
+    samples[series] = value;
+  }
+  return samples;
+}
+
+TEST(MetricsFormat, RendersVllmNamesAndValues) {
+  runtime::Metrics metrics;
+  metrics.prompt_tokens = 120;
+  metrics.generation_tokens = 30;
+  metrics.requests_finished_stop = 2;
+  metrics.requests_finished_length = 1;
+  metrics.requests_aborted = 4;
+  metrics.time_to_first_token.observe(0.003);
+  metrics.time_to_first_token.observe(0.5);
+  metrics.time_to_first_token.observe(9000.0);
+  metrics.e2e_request_latency.observe(1.25);
+  runtime::EngineStats stats;
+  stats.running = 3;
+  stats.waiting = 1;
+  stats.total_pages = 100;
+  stats.free_pages = 75;
+  stats.prefix_queries = 640;
+  stats.prefix_hits = 128;
+  stats.preemptions = 2;
+  const ExtraGauge extra[] = {{"dsinfer:open_connections", "Open HTTP connections.", 17}};
+
+  std::string text = format_prometheus(metrics, stats, "dsv3", extra);
+  std::map<std::string, double> samples = samples_of(text);
+  const std::string m = "{model_name=\"dsv3\"}";
+  EXPECT_EQ(samples.at("vllm:num_requests_running" + m), 3);
+  EXPECT_EQ(samples.at("vllm:num_requests_waiting" + m), 1);
+  EXPECT_EQ(samples.at("vllm:kv_cache_usage_perc" + m), 0.25);
+  EXPECT_EQ(samples.at("vllm:gpu_cache_usage_perc" + m), 0.25);
+  EXPECT_EQ(samples.at("vllm:prefix_cache_queries_total" + m), 640);
+  EXPECT_EQ(samples.at("vllm:prefix_cache_hits_total" + m), 128);
+  EXPECT_EQ(samples.at("vllm:num_preemptions_total" + m), 2);
+  EXPECT_EQ(samples.at("vllm:prompt_tokens_total" + m), 120);
+  EXPECT_EQ(samples.at("vllm:generation_tokens_total" + m), 30);
+  EXPECT_EQ(samples.at("vllm:request_success_total{model_name=\"dsv3\",finished_reason=\"stop\"}"), 2);
+  EXPECT_EQ(samples.at("vllm:request_success_total{model_name=\"dsv3\",finished_reason=\"length\"}"), 1);
+  EXPECT_EQ(samples.at("vllm:request_success_total{model_name=\"dsv3\",finished_reason=\"abort\"}"), 4);
+  EXPECT_EQ(samples.at("dsinfer:open_connections" + m), 17);
+
+  // Histogram buckets are cumulative, end with +Inf, and agree with _count.
+  EXPECT_EQ(samples.at("vllm:time_to_first_token_seconds_bucket{model_name=\"dsv3\",le=\"0.001\"}"), 0);
+  EXPECT_EQ(samples.at("vllm:time_to_first_token_seconds_bucket{model_name=\"dsv3\",le=\"0.005\"}"), 1);
+  EXPECT_EQ(samples.at("vllm:time_to_first_token_seconds_bucket{model_name=\"dsv3\",le=\"0.5\"}"), 2);
+  EXPECT_EQ(samples.at("vllm:time_to_first_token_seconds_bucket{model_name=\"dsv3\",le=\"2560.0\"}"), 2);
+  EXPECT_EQ(samples.at("vllm:time_to_first_token_seconds_bucket{model_name=\"dsv3\",le=\"+Inf\"}"), 3);
+  EXPECT_EQ(samples.at("vllm:time_to_first_token_seconds_count" + m), 3);
+  EXPECT_DOUBLE_EQ(samples.at("vllm:time_to_first_token_seconds_sum" + m), 9000.503);
+  EXPECT_EQ(samples.at("vllm:e2e_request_latency_seconds_count" + m), 1);
+  for (const char* family : {"vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds",
+                             "vllm:request_queue_time_seconds"})
+    EXPECT_EQ(samples.at(std::string(family) + "_count" + m), 0) << family;
+
+  EXPECT_NE(text.find("# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
+                      "# TYPE vllm:prompt_tokens_total counter\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE vllm:e2e_request_latency_seconds histogram\n"), std::string::npos);
+  EXPECT_EQ(text.back(), '\n');
+}
+
+TEST(MetricsFormat, EscapesTheModelNameAndSurvivesAnEmptyPool) {
+  runtime::Metrics metrics;
+  std::string text = format_prometheus(metrics, runtime::EngineStats{}, "a\"b\\c\nd");
+  EXPECT_NE(text.find("vllm:kv_cache_usage_perc{model_name=\"a\\\"b\\\\c\\nd\"} 0.0\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsinfer::server

@@ -1,0 +1,323 @@
+#include "server/openai_request.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "core/error.h"
+#include "server/openai_errors.h"
+#include "server/openai_fields.h"
+#include "server/openai_messages.h"
+
+namespace dsinfer::server {
+namespace {
+
+constexpr int64_t kMaxLogprobs = 20;  // OpenAI's top_logprobs limit, and vLLM's default max_logprobs
+
+bool is_int32_id(int64_t value) { return value >= 0 && value <= std::numeric_limits<int32_t>::max(); }
+
+// A number that must lie in [low, high]; NaN and the infinities of overflowing literals fail too.
+double number_between(const RequestFields& body, std::string_view key, double low, double high, double fallback) {
+  std::optional<double> value = body.number(key);
+  if (!value) return fallback;
+  if (!(*value >= low && *value <= high))
+    body.fail(key, str_cat("must be between ", low, " and ", high, ", got ", *value));
+  return *value;
+}
+
+// A token budget: unset when absent or null, else at least 1.
+std::optional<int64_t> token_count(const RequestFields& body, std::string_view key) {
+  std::optional<int64_t> value = body.integer(key);
+  if (value && *value < 1) body.fail(key, str_cat("must be at least 1, got ", *value));
+  return value;
+}
+
+std::vector<std::string> parse_stop(const RequestFields& body) {
+  const Json* stop = body.get("stop");
+  if (stop == nullptr) return {};
+  std::vector<std::string> strings;
+  if (stop->is_string()) {
+    strings.push_back(stop->as_string());
+  } else if (stop->is_array()) {
+    for (const Json& item : stop->as_array()) {
+      if (!item.is_string())
+        body.fail("stop", str_cat("must be a string or a list of strings, got a list holding ",
+                                  Json::type_name(item.type())));
+      strings.push_back(item.as_string());
+    }
+  } else {
+    body.fail("stop", str_cat("must be a string or a list of strings, got ", Json::type_name(stop->type())));
+  }
+  for (const std::string& text : strings)
+    if (text.empty()) body.fail("stop", "must not contain an empty string");
+  return strings;
+}
+
+std::vector<int32_t> parse_stop_token_ids(const RequestFields& body) {
+  std::vector<int32_t> ids;
+  const Json::Array* list = body.array("stop_token_ids");
+  if (list == nullptr) return ids;
+  for (const Json& item : *list) {
+    if (!item.is_int() || !is_int32_id(item.as_int()))
+      body.fail("stop_token_ids", str_cat("must be a list of token ids (integers from 0), got ", item.dump()));
+    ids.push_back(static_cast<int32_t>(item.as_int()));
+  }
+  return ids;
+}
+
+// Fields that would change the answer if ignored, which this server cannot honour yet.
+void refuse_unsupported(const RequestFields& body) {
+  if (std::optional<int64_t> n = body.integer("n")) {
+    if (*n < 1) body.fail("n", str_cat("must be at least 1, got ", *n));
+    if (*n > 1) throw invalid_request("n > 1 is not supported yet", "n");
+  }
+  if (std::optional<int64_t> best_of = body.integer("best_of")) {
+    if (*best_of < 1) body.fail("best_of", str_cat("must be at least 1, got ", *best_of));
+    if (*best_of > 1) throw invalid_request("best_of > 1 is not supported yet", "best_of");
+  }
+  if (const Json* format = body.object("response_format")) {
+    RequestFields fields(*format, "response_format");
+    std::optional<std::string> type = fields.string("type");
+    if (!type) fields.fail("type", "is required");
+    if (*type == "json_object" || *type == "json_schema" || *type == "structural_tag")
+      throw invalid_request(str_cat("response_format of type '", *type, "' is not supported yet"),
+                            "response_format");
+    if (*type != "text")
+      fields.fail("type", str_cat("must be 'text', 'json_object' or 'json_schema', got '", *type, "'"));
+  }
+  if (const Json* bias = body.object("logit_bias"); bias != nullptr && bias->size() > 0)
+    throw invalid_request("logit_bias is not supported yet", "logit_bias");
+  if (body.boolean("use_beam_search").value_or(false))
+    throw invalid_request("use_beam_search is not supported", "use_beam_search");
+}
+
+// The fields both endpoints share. max_tokens and logprobs differ between them and are read by each.
+GenerationParams parse_common(const RequestFields& body) {
+  refuse_unsupported(body);
+  GenerationParams params;
+  params.temperature = number_between(body, "temperature", 0.0, 2.0, params.temperature);
+  if (std::optional<double> top_p = body.number("top_p")) {
+    if (!(*top_p > 0.0 && *top_p <= 1.0)) body.fail("top_p", str_cat("must be in (0, 1], got ", *top_p));
+    params.top_p = *top_p;
+  }
+  if (std::optional<int64_t> top_k = body.integer("top_k")) {
+    if (*top_k < -1) body.fail("top_k", str_cat("must be -1 or 0 (off) or at least 1, got ", *top_k));
+    // Past the vocabulary, top-k keeps every token: clamping changes nothing.
+    params.top_k = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(*top_k, 0),
+                                                          std::numeric_limits<int32_t>::max()));
+  }
+  params.min_p = number_between(body, "min_p", 0.0, 1.0, params.min_p);
+  if (std::optional<int64_t> seed = body.integer("seed")) params.seed = static_cast<uint64_t>(*seed);
+  params.presence_penalty = number_between(body, "presence_penalty", -2.0, 2.0, params.presence_penalty);
+  params.frequency_penalty = number_between(body, "frequency_penalty", -2.0, 2.0, params.frequency_penalty);
+  if (std::optional<double> penalty = body.number("repetition_penalty")) {
+    if (!(*penalty > 0.0 && *penalty <= std::numeric_limits<float>::max()))
+      body.fail("repetition_penalty", str_cat("must be greater than 0, got ", *penalty));
+    params.repetition_penalty = *penalty;
+  }
+  params.stop = parse_stop(body);
+  params.stop_token_ids = parse_stop_token_ids(body);
+  params.ignore_eos = body.boolean("ignore_eos").value_or(false);
+  params.include_stop_str_in_output = body.boolean("include_stop_str_in_output").value_or(false);
+  params.skip_special_tokens = body.boolean("skip_special_tokens").value_or(true);
+  if (std::optional<int64_t> min_tokens = body.integer("min_tokens")) {
+    if (*min_tokens < 0) body.fail("min_tokens", str_cat("must be at least 0, got ", *min_tokens));
+    params.min_tokens = *min_tokens;
+  }
+  params.stream = body.boolean("stream").value_or(false);
+  if (const Json* options = body.object("stream_options")) {
+    if (!params.stream) throw invalid_request("stream_options is only allowed when stream is true", "stream_options");
+    params.include_usage = RequestFields(*options, "stream_options").boolean("include_usage").value_or(false);
+  }
+  return params;
+}
+
+void check_min_tokens(const RequestFields& body, const GenerationParams& params) {
+  if (params.max_tokens && params.min_tokens > *params.max_tokens)
+    body.fail("min_tokens", str_cat("must be at most max_tokens (", *params.max_tokens, "), got ",
+                                    params.min_tokens));
+}
+
+runtime::RequestOptions to_request_options(const GenerationParams& params, int64_t prompt_tokens,
+                                           int64_t max_model_len, std::string_view prompt_field) {
+  if (prompt_tokens >= max_model_len)
+    throw invalid_request(str_cat("This model's maximum context length is ", max_model_len,
+                                  " tokens. However, your request has ", prompt_tokens,
+                                  " input tokens. Please reduce the length of the input ", prompt_field, "."),
+                          std::string(prompt_field));
+  int64_t room = max_model_len - prompt_tokens;
+  if (params.max_tokens && *params.max_tokens > room) {
+    // Both terms are at most INT64_MAX, so their sum fits in uint64.
+    uint64_t requested = static_cast<uint64_t>(prompt_tokens) + static_cast<uint64_t>(*params.max_tokens);
+    throw invalid_request(str_cat("This model's maximum context length is ", max_model_len,
+                                  " tokens. However, you requested ", requested, " tokens (", prompt_tokens,
+                                  " in the ", prompt_field, ", ", *params.max_tokens,
+                                  " in the completion). Please reduce the length of the ", prompt_field,
+                                  " or completion."),
+                          "max_tokens");
+  }
+  runtime::RequestOptions options;
+  options.sampling.temperature = static_cast<float>(params.temperature);
+  options.sampling.top_p = static_cast<float>(params.top_p);
+  options.sampling.top_k = params.top_k;
+  options.sampling.min_p = static_cast<float>(params.min_p);
+  options.sampling.seed = params.seed;
+  options.sampling.repetition_penalty = static_cast<float>(params.repetition_penalty);
+  options.sampling.frequency_penalty = static_cast<float>(params.frequency_penalty);
+  options.sampling.presence_penalty = static_cast<float>(params.presence_penalty);
+  options.max_tokens = params.max_tokens.value_or(room);
+  options.min_tokens = params.min_tokens;
+  options.stop = params.stop;
+  options.stop_token_ids = params.stop_token_ids;
+  options.ignore_eos = params.ignore_eos;
+  options.include_stop_str_in_output = params.include_stop_str_in_output;
+  options.logprobs = params.logprobs;
+  options.skip_special_tokens = params.skip_special_tokens;
+  return options;
+}
+
+std::vector<int32_t> token_ids(const Json::Array& items, std::string_view path) {
+  std::vector<int32_t> ids;
+  ids.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].is_int() || !is_int32_id(items[i].as_int()))
+      fail_field(str_cat(path, "[", i, "]"), str_cat("must be a token id (an integer from 0), got ", items[i].dump()));
+    ids.push_back(static_cast<int32_t>(items[i].as_int()));
+  }
+  return ids;
+}
+
+// A string, a list of one string, a list of token ids, or a list of one list of token ids.
+std::variant<std::string, std::vector<int32_t>> parse_prompt(const RequestFields& body) {
+  const Json* prompt = body.get("prompt");
+  if (prompt == nullptr) body.fail("prompt", "is required");
+  constexpr std::string_view kShapes = "must be a string, a list of token ids, or a list of one of those";
+  if (prompt->is_string()) {
+    if (prompt->as_string().empty()) body.fail("prompt", "must not be empty");
+    return prompt->as_string();
+  }
+  if (!prompt->is_array()) body.fail("prompt", str_cat(kShapes, ", got ", Json::type_name(prompt->type())));
+  const Json::Array& items = prompt->as_array();
+  if (items.empty()) body.fail("prompt", "must not be empty");
+  auto all = [&](bool (Json::*is)() const) {
+    for (const Json& item : items)
+      if (!(item.*is)()) return false;
+    return true;
+  };
+  if (all(&Json::is_int)) return token_ids(items, "prompt");
+  if (!all(&Json::is_string) && !all(&Json::is_array)) body.fail("prompt", kShapes);
+  if (items.size() > 1) throw invalid_request("batched prompts are not supported yet", "prompt");
+  if (items[0].is_string()) {
+    if (items[0].as_string().empty()) body.fail("prompt", "must not be empty");
+    return items[0].as_string();
+  }
+  if (items[0].size() == 0) body.fail("prompt", "must not be empty");
+  return token_ids(items[0].as_array(), "prompt[0]");
+}
+
+// Tool definitions are passed to the chat template as sent; only their outline is checked here,
+// so that a template never meets a tool without a function name.
+Json parse_tools(const RequestFields& body) {
+  const Json::Array* tools = body.array("tools");
+  if (tools == nullptr) return Json();
+  for (size_t i = 0; i < tools->size(); ++i) {
+    RequestFields tool((*tools)[i], str_cat("tools[", i, "]"));
+    const Json* function = tool.object("function");
+    if (function == nullptr) tool.fail("function", "is required");
+    if (!RequestFields(*function, tool.path_of("function")).string("name"))
+      fail_field(str_cat(tool.path_of("function"), ".name"), "is required");
+  }
+  return Json(*tools);
+}
+
+Json parse_tool_choice(const RequestFields& body) {
+  const Json* choice = body.get("tool_choice");
+  if (choice == nullptr) return Json();
+  if (choice->is_object()) return *choice;
+  if (choice->is_string()) {
+    const std::string& mode = choice->as_string();
+    if (mode == "none" || mode == "auto" || mode == "required") return *choice;
+  }
+  body.fail("tool_choice", str_cat("must be 'none', 'auto', 'required' or a named function, got ", choice->dump()));
+}
+
+}  // namespace
+
+Json parse_json_body(std::string_view body) {
+  try {
+    return Json::parse(body);
+  } catch (const Error& error) {
+    throw invalid_request(str_cat("The request body is not valid JSON: ", error.what()));
+  }
+}
+
+ChatCompletionRequest parse_chat_request(const Json& json) {
+  RequestFields body(json, "");
+  ChatCompletionRequest request;
+  request.model = body.string("model").value_or("");
+  request.messages = parse_messages(body);
+  request.params = parse_common(body);
+  // max_completion_tokens replaced max_tokens in OpenAI's chat API; the newer name wins.
+  std::optional<int64_t> max_tokens = token_count(body, "max_tokens");
+  std::optional<int64_t> max_completion_tokens = token_count(body, "max_completion_tokens");
+  request.params.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
+  check_min_tokens(body, request.params);
+  bool logprobs = body.boolean("logprobs").value_or(false);
+  std::optional<int64_t> top_logprobs = body.integer("top_logprobs");
+  if (top_logprobs && (*top_logprobs < 0 || *top_logprobs > kMaxLogprobs))
+    body.fail("top_logprobs", str_cat("must be between 0 and ", kMaxLogprobs, ", got ", *top_logprobs));
+  if (top_logprobs.value_or(0) > 0 && !logprobs)
+    throw invalid_request("top_logprobs requires logprobs to be true", "top_logprobs");
+  if (logprobs) request.params.logprobs = static_cast<int32_t>(top_logprobs.value_or(0));
+  request.tools = parse_tools(body);
+  request.tool_choice = parse_tool_choice(body);
+  if (const Json* kwargs = body.object("chat_template_kwargs")) request.chat_template_kwargs = *kwargs;
+  request.add_generation_prompt = body.boolean("add_generation_prompt").value_or(true);
+  if (body.boolean("continue_final_message").value_or(false))
+    throw invalid_request("continue_final_message is not supported yet", "continue_final_message");
+  return request;
+}
+
+Json ChatCompletionRequest::template_messages() const { return messages_to_json(messages); }
+
+Json ChatCompletionRequest::template_context() const {
+  Json context = Json::object();
+  if (!tools.is_null()) context["tools"] = tools;
+  if (chat_template_kwargs.is_object())
+    for (const auto& [name, value] : chat_template_kwargs.as_object()) context[name] = value;
+  return context;
+}
+
+runtime::RequestOptions ChatCompletionRequest::request_options(int64_t prompt_tokens, int64_t max_model_len) const {
+  return to_request_options(params, prompt_tokens, max_model_len, "messages");
+}
+
+CompletionRequest parse_completion_request(const Json& json) {
+  RequestFields body(json, "");
+  CompletionRequest request;
+  request.model = body.string("model").value_or("");
+  request.prompt = parse_prompt(body);
+  request.params = parse_common(body);
+  // Absent means OpenAI's default of 16; an explicit null means "to the end of the context" (vLLM).
+  request.params.max_tokens = json.contains("max_tokens") ? token_count(body, "max_tokens") : 16;
+  check_min_tokens(body, request.params);
+  if (std::optional<int64_t> logprobs = body.integer("logprobs")) {
+    if (*logprobs < 0 || *logprobs > kMaxLogprobs)
+      body.fail("logprobs", str_cat("must be between 0 and ", kMaxLogprobs, ", got ", *logprobs));
+    request.params.logprobs = static_cast<int32_t>(*logprobs);
+  }
+  if (body.boolean("echo").value_or(false)) throw invalid_request("echo is not supported yet", "echo");
+  if (body.string("suffix").value_or("") != "") throw invalid_request("suffix is not supported", "suffix");
+  request.add_special_tokens = body.boolean("add_special_tokens").value_or(true);
+  return request;
+}
+
+runtime::RequestOptions CompletionRequest::request_options(int64_t prompt_tokens, int64_t max_model_len) const {
+  return to_request_options(params, prompt_tokens, max_model_len, "prompt");
+}
+
+}  // namespace dsinfer::server

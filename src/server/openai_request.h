@@ -1,0 +1,84 @@
+// The request bodies of POST /v1/chat/completions and POST /v1/completions, parsed and validated.
+//
+// Field names, defaults and limits follow the OpenAI API plus vLLM's extensions (top_k, min_p,
+// repetition_penalty, stop_token_ids, ignore_eos, min_tokens, skip_special_tokens,
+// include_stop_str_in_output, chat_template_kwargs, add_generation_prompt), so clients written
+// for either work unchanged. As in vLLM, unknown fields are ignored and a known field of the wrong
+// type is an error. A field we know but cannot honour yet (n > 1, best_of > 1, echo, JSON output
+// formats, logit_bias, images) is refused with a 400 rather than silently ignored, because
+// ignoring it would change the answer without telling the client.
+//
+// Every refusal is a ProtocolError (400) whose message names the field and the value at fault.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/json.h"
+#include "runtime/request.h"
+#include "server/openai_messages.h"
+
+namespace dsinfer::server {
+
+// What both endpoints say about generating and delivering the answer.
+struct GenerationParams {
+  std::optional<int64_t> max_tokens;  // unset: up to the end of the context
+  int64_t min_tokens = 0;
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int32_t top_k = 0;                  // 0: off (vLLM's -1 is read as 0)
+  double min_p = 0.0;
+  std::optional<uint64_t> seed;       // a negative seed keeps its bits
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  double repetition_penalty = 1.0;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
+  int32_t logprobs = -1;              // -1: none; N >= 0: the chosen token's logprob and the top N
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+};
+
+struct ChatCompletionRequest {
+  std::string model;                  // empty: the served model
+  std::vector<ChatMessage> messages;
+  GenerationParams params;
+  Json tools;                         // null, or the list of tool definitions, as sent
+  Json tool_choice;                   // null, "none", "auto", "required" or a named function, as sent
+  Json chat_template_kwargs;          // null, or an object of extra template variables
+  bool add_generation_prompt = true;
+
+  // The `messages` the chat template reads: each message with its text content as one string.
+  Json template_messages() const;
+  // The template's other variables for ChatTemplate::render: `tools` when given, then
+  // chat_template_kwargs (which win on a clash, as in vLLM).
+  Json template_context() const;
+  // The engine's options once the rendered prompt is known to be prompt_tokens long: max_tokens
+  // defaults to the rest of the context; a prompt or a max_tokens that does not fit is a 400
+  // ProtocolError worded as OpenAI and vLLM word it ("This model's maximum context length is ...").
+  runtime::RequestOptions request_options(int64_t prompt_tokens, int64_t max_model_len) const;
+};
+
+struct CompletionRequest {
+  std::string model;
+  std::variant<std::string, std::vector<int32_t>> prompt;  // text, or token ids used as given
+  GenerationParams params;            // max_tokens defaults to 16 here, as in OpenAI's API
+  bool add_special_tokens = true;     // vLLM's extension: BOS before a text prompt
+
+  runtime::RequestOptions request_options(int64_t prompt_tokens, int64_t max_model_len) const;  // as for chat
+};
+
+// A request body as JSON; malformed text is a 400 ProtocolError with the parser's line and column.
+Json parse_json_body(std::string_view body);
+
+ChatCompletionRequest parse_chat_request(const Json& body);
+CompletionRequest parse_completion_request(const Json& body);
+
+}  // namespace dsinfer::server

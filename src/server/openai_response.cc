@@ -1,0 +1,106 @@
+#include "server/openai_response.h"
+
+#include <chrono>
+#include <random>
+#include <utility>
+
+#include "server/reasoning_parser.h"
+
+namespace dsinfer::server {
+
+std::string new_response_id(std::string_view prefix) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device device;
+  std::string id(prefix);
+  for (int word = 0; word < 4; ++word) {
+    uint32_t bits = device();
+    for (int digit = 0; digit < 8; ++digit, bits >>= 4) id += kHex[bits & 0xf];
+  }
+  return id;
+}
+
+int64_t unix_time_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Usage usage_of(const runtime::StreamOutput& last) {
+  return {last.prompt_tokens, last.completion_tokens, last.cached_tokens};
+}
+
+Json usage_json(const Usage& usage) {
+  Json json = Json::object();
+  json["prompt_tokens"] = usage.prompt_tokens;
+  json["completion_tokens"] = usage.completion_tokens;
+  json["total_tokens"] = usage.prompt_tokens + usage.completion_tokens;
+  Json details = Json::object();
+  details["cached_tokens"] = usage.cached_tokens;
+  json["prompt_tokens_details"] = std::move(details);
+  return json;
+}
+
+Json finish_reason_json(runtime::FinishReason reason) {
+  switch (reason) {
+    case runtime::FinishReason::kNone: return Json();
+    case runtime::FinishReason::kStop: return "stop";
+    case runtime::FinishReason::kLength: return "length";
+    case runtime::FinishReason::kAbort: return "abort";
+    case runtime::FinishReason::kError: return "error";
+  }
+  return Json();
+}
+
+void Generation::add(const runtime::StreamOutput& output) {
+  text += output.text;
+  logprobs.insert(logprobs.end(), output.logprobs.begin(), output.logprobs.end());
+  if (!output.finished) return;
+  finish_reason = output.finish_reason;
+  error = output.error;
+  usage = usage_of(output);
+}
+
+namespace {
+
+Json response_envelope(const ResponseMeta& meta, std::string_view object, Json choice, const Usage& usage) {
+  Json response = Json::object();
+  response["id"] = meta.id;
+  response["object"] = object;
+  response["created"] = meta.created;
+  response["model"] = meta.model;
+  response["choices"] = Json(Json::Array{std::move(choice)});
+  response["usage"] = usage_json(usage);
+  return response;
+}
+
+}  // namespace
+
+Json chat_completion_response(const ResponseMeta& meta, const Generation& generation, const OutputFormat& format) {
+  Json message = Json::object();
+  message["role"] = "assistant";
+  if (format.reasoning) {
+    ReasoningSplit split = ReasoningParser::split(generation.text);
+    message["content"] = split.content ? Json(*split.content) : Json();
+    message["reasoning_content"] = std::move(split.reasoning);
+  } else {
+    message["content"] = generation.text;
+  }
+  Json choice = Json::object();
+  choice["index"] = 0;
+  choice["message"] = std::move(message);
+  choice["logprobs"] = format.logprobs ? chat_logprobs(generation.logprobs, format.token_text) : Json();
+  choice["finish_reason"] = finish_reason_json(generation.finish_reason);
+  return response_envelope(meta, "chat.completion", std::move(choice), generation.usage);
+}
+
+Json completion_response(const ResponseMeta& meta, const Generation& generation, const OutputFormat& format) {
+  Json choice = Json::object();
+  choice["index"] = 0;
+  choice["text"] = generation.text;
+  int64_t text_offset = 0;
+  choice["logprobs"] =
+      format.logprobs ? completion_logprobs(generation.logprobs, format.token_text, text_offset) : Json();
+  choice["finish_reason"] = finish_reason_json(generation.finish_reason);
+  return response_envelope(meta, "text_completion", std::move(choice), generation.usage);
+}
+
+}  // namespace dsinfer::server

@@ -1,0 +1,122 @@
+#include "server/openai_stream.h"
+
+#include <utility>
+
+#include "server/openai_errors.h"
+
+namespace dsinfer::server {
+
+std::string sse_event(const Json& data) { return "data: " + data.dump() + "\n\n"; }
+
+ChunkEnvelope::ChunkEnvelope(ResponseMeta meta, std::string_view object, bool include_usage)
+    : meta_(std::move(meta)), object_(object), include_usage_(include_usage) {}
+
+Json ChunkEnvelope::chunk_json(Json choices) const {
+  Json chunk = Json::object();
+  chunk["id"] = meta_.id;
+  chunk["object"] = object_;
+  chunk["created"] = meta_.created;
+  chunk["model"] = meta_.model;
+  chunk["choices"] = std::move(choices);
+  if (include_usage_) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+std::string ChunkEnvelope::chunk(Json choice) const {
+  return sse_event(chunk_json(Json(Json::Array{std::move(choice)})));
+}
+
+std::string ChunkEnvelope::end(const runtime::StreamOutput& last, Json finish_choice) const {
+  std::string events;
+  if (last.finish_reason == runtime::FinishReason::kError) {
+    events.append("data: ").append(error_body(500, last.error)).append("\n\n");
+  } else {
+    events = chunk(std::move(finish_choice));
+    if (include_usage_) {
+      Json usage_chunk = chunk_json(Json::array());
+      usage_chunk["usage"] = usage_json(usage_of(last));
+      events += sse_event(usage_chunk);
+    }
+  }
+  return events.append(kSseDone);
+}
+
+namespace {
+
+Json chat_choice(Json delta, Json logprobs, Json finish_reason) {
+  Json choice = Json::object();
+  choice["index"] = 0;
+  choice["delta"] = std::move(delta);
+  choice["logprobs"] = std::move(logprobs);
+  choice["finish_reason"] = std::move(finish_reason);
+  return choice;
+}
+
+Json completion_choice(std::string text, Json logprobs, Json finish_reason) {
+  Json choice = Json::object();
+  choice["index"] = 0;
+  choice["text"] = std::move(text);
+  choice["logprobs"] = std::move(logprobs);
+  choice["finish_reason"] = std::move(finish_reason);
+  return choice;
+}
+
+}  // namespace
+
+ChatCompletionStream::ChatCompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage)
+    : envelope_(std::move(meta), "chat.completion.chunk", include_usage), format_(std::move(format)) {
+  if (format_.reasoning) reasoning_.emplace();
+}
+
+std::string ChatCompletionStream::begin() {
+  if (begun_) return "";
+  begun_ = true;
+  Json delta = Json::object();
+  delta["role"] = "assistant";
+  delta["content"] = "";
+  return envelope_.chunk(chat_choice(std::move(delta), Json(), Json()));
+}
+
+std::string ChatCompletionStream::next(const runtime::StreamOutput& output) {
+  if (ended_) return "";
+  std::string events = begin();
+  ReasoningDelta text{.reasoning = "", .content = output.text};
+  if (reasoning_) {
+    text = reasoning_->push(output.text);
+    if (output.finished) text.reasoning += reasoning_->finish().reasoning;
+  }
+  bool has_logprobs = format_.logprobs && !output.logprobs.empty();
+  if (!text.reasoning.empty() || !text.content.empty() || has_logprobs) {
+    Json delta = Json::object();
+    if (!text.reasoning.empty()) delta["reasoning_content"] = std::move(text.reasoning);
+    if (!text.content.empty() || delta.size() == 0) delta["content"] = std::move(text.content);
+    Json logprobs = format_.logprobs ? chat_logprobs(output.logprobs, format_.token_text) : Json();
+    events += envelope_.chunk(chat_choice(std::move(delta), std::move(logprobs), Json()));
+  }
+  if (output.finished) {
+    ended_ = true;
+    events += envelope_.end(output, chat_choice(Json::object(), Json(), finish_reason_json(output.finish_reason)));
+  }
+  return events;
+}
+
+CompletionStream::CompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage)
+    : envelope_(std::move(meta), "text_completion", include_usage), format_(std::move(format)) {}
+
+std::string CompletionStream::next(const runtime::StreamOutput& output) {
+  if (ended_) return "";
+  std::string events;
+  bool has_logprobs = format_.logprobs && !output.logprobs.empty();
+  if (!output.text.empty() || has_logprobs) {
+    Json logprobs =
+        format_.logprobs ? completion_logprobs(output.logprobs, format_.token_text, text_offset_) : Json();
+    events += envelope_.chunk(completion_choice(output.text, std::move(logprobs), Json()));
+  }
+  if (output.finished) {
+    ended_ = true;
+    events += envelope_.end(output, completion_choice("", Json(), finish_reason_json(output.finish_reason)));
+  }
+  return events;
+}
+
+}  // namespace dsinfer::server

@@ -1,0 +1,167 @@
+#include "server/openai_stream.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace dsinfer::server {
+namespace {
+
+using runtime::FinishReason;
+using runtime::StreamOutput;
+
+const ResponseMeta kMeta{"chatcmpl-7", 1700000000, "dsv3"};
+
+StreamOutput piece(std::string text, int32_t token) {
+  StreamOutput output;
+  output.text = std::move(text);
+  output.token_ids = {token};
+  return output;
+}
+
+StreamOutput last(std::string text, FinishReason reason) {
+  StreamOutput output = piece(std::move(text), 99);
+  output.finished = true;
+  output.finish_reason = reason;
+  output.prompt_tokens = 5;
+  output.completion_tokens = 3;
+  output.cached_tokens = 0;
+  return output;
+}
+
+// Splits an SSE body into its events, checking the framing on the way: every event is one
+// "data: " line followed by a blank line.
+std::vector<std::string> events_of(const std::string& body) {
+  std::vector<std::string> events;
+  size_t start = 0;
+  while (start < body.size()) {
+    EXPECT_EQ(body.compare(start, 6, "data: "), 0) << body.substr(start);
+    size_t end = body.find("\n\n", start);
+    EXPECT_NE(end, std::string::npos);
+    if (end == std::string::npos) break;
+    std::string data = body.substr(start + 6, end - start - 6);
+    EXPECT_EQ(data.find('\n'), std::string::npos);
+    events.push_back(data);
+    start = end + 2;
+  }
+  return events;
+}
+
+TEST(OpenAIStream, ChatChunksAsOpenAISendsThem) {
+  ChatCompletionStream stream(kMeta, OutputFormat{}, /*include_usage=*/false);
+  std::string body = stream.begin();
+  body += stream.next(piece("Hel", 1));
+  body += stream.next(piece("", 2));  // text withheld (a partial stop string): no chunk
+  body += stream.next(last("lo", FinishReason::kStop));
+  EXPECT_EQ(stream.next(last("late", FinishReason::kStop)), "");
+
+  EXPECT_EQ(body.substr(0, 6), "data: ");
+  EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
+  std::vector<std::string> events = events_of(body);
+  ASSERT_EQ(events.size(), 5u);
+  const char* envelope = R"("id":"chatcmpl-7","object":"chat.completion.chunk","created":1700000000,"model":"dsv3")";
+  EXPECT_EQ(Json::parse(events[0]), Json::parse(std::string("{") + envelope +
+      R"(,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]})"));
+  EXPECT_EQ(Json::parse(events[1]), Json::parse(std::string("{") + envelope +
+      R"(,"choices":[{"index":0,"delta":{"content":"Hel"},"logprobs":null,"finish_reason":null}]})"));
+  EXPECT_EQ(Json::parse(events[2]), Json::parse(std::string("{") + envelope +
+      R"(,"choices":[{"index":0,"delta":{"content":"lo"},"logprobs":null,"finish_reason":null}]})"));
+  EXPECT_EQ(Json::parse(events[3]), Json::parse(std::string("{") + envelope +
+      R"(,"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]})"));
+  EXPECT_EQ(events[4], "[DONE]");
+}
+
+TEST(OpenAIStream, IncludeUsageAddsNullUsageEverywhereAndAUsageChunk) {
+  ChatCompletionStream stream(kMeta, OutputFormat{}, /*include_usage=*/true);
+  std::vector<std::string> events = events_of(stream.next(last("Hi", FinishReason::kLength)));
+  ASSERT_EQ(events.size(), 5u);  // role (sent by next() itself), content, finish, usage, [DONE]
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(Json::parse(events[i]).find("usage")->is_null()) << events[i];
+  EXPECT_EQ(Json::parse(events[2]).find("choices")->at(0).find("finish_reason")->as_string(), "length");
+  EXPECT_EQ(Json::parse(events[3]), Json::parse(R"({"id":"chatcmpl-7","object":"chat.completion.chunk",
+      "created":1700000000,"model":"dsv3","choices":[],
+      "usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"prompt_tokens_details":{"cached_tokens":0}}})"));
+  EXPECT_EQ(events[4], "[DONE]");
+}
+
+TEST(OpenAIStream, ReasoningDeltasWithATagSplitAcrossDeliveries) {
+  OutputFormat format;
+  format.reasoning = true;
+  ChatCompletionStream stream(kMeta, format, false);
+  std::string body = stream.begin();
+  body += stream.next(piece("<think>Let", 1));
+  body += stream.next(piece(" me</thi", 2));
+  body += stream.next(piece("nk>\n\n4", 3));
+  body += stream.next(last("", FinishReason::kStop));
+  std::vector<std::string> deltas;
+  for (const std::string& event : events_of(body))
+    if (event != "[DONE]") deltas.push_back(Json::parse(event).find("choices")->at(0).find("delta")->dump());
+  EXPECT_EQ(deltas, (std::vector<std::string>{
+                        R"({"role":"assistant","content":""})",
+                        R"({"reasoning_content":"Let"})",
+                        R"({"reasoning_content":" me"})",
+                        R"({"content":"\n\n4"})",
+                        R"({})",
+                    }));
+}
+
+TEST(OpenAIStream, ReasoningHeldAtTheEndIsFlushed) {
+  OutputFormat format;
+  format.reasoning = true;
+  ChatCompletionStream stream(kMeta, format, false);
+  std::vector<std::string> events = events_of(stream.next(last("cut off </thi", FinishReason::kLength)));
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(Json::parse(events[1]).find("choices")->at(0).find("delta")->dump(),
+            R"({"reasoning_content":"cut off </thi"})");
+}
+
+TEST(OpenAIStream, ChatLogprobsRideOnTheirChunk) {
+  OutputFormat format{true, [](int32_t id) { return str_cat("t", id); }, false};
+  ChatCompletionStream stream(kMeta, format, false);
+  StreamOutput output = piece("", 4);  // no text yet, but the token's logprob is due
+  output.logprobs = {{4, -0.25f, {{4, -0.25f}}}};
+  std::vector<std::string> events = events_of(stream.next(output));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(Json::parse(events[1]).find("choices")->at(0).dump(),
+            R"({"index":0,"delta":{"content":""},"logprobs":{"content":[{"token":"t4","logprob":-0.25,)"
+            R"("bytes":[116,52],"top_logprobs":[{"token":"t4","logprob":-0.25,"bytes":[116,52]}]}]},)"
+            R"("finish_reason":null})");
+}
+
+TEST(OpenAIStream, CompletionChunks) {
+  OutputFormat format{true, [](int32_t id) { return std::string(id == 1 ? "ab" : "c"); }, false};
+  CompletionStream stream({"cmpl-3", 9, "dsv3"}, format, true);
+  StreamOutput first = piece("ab", 1);
+  first.logprobs = {{1, -1.0f, {}}};
+  StreamOutput second = last("c", FinishReason::kAbort);
+  second.logprobs = {{2, -2.0f, {}}};
+  std::string body = stream.next(first);
+  body += stream.next(second);
+  std::vector<std::string> events = events_of(body);
+  ASSERT_EQ(events.size(), 5u);
+  const char* envelope = R"({"id":"cmpl-3","object":"text_completion","created":9,"model":"dsv3","choices":[)";
+  EXPECT_EQ(events[0], std::string(envelope) +
+            R"({"index":0,"text":"ab","logprobs":{"tokens":["ab"],"token_logprobs":[-1.0],)"
+            R"("top_logprobs":[{"ab":-1.0}],"text_offset":[0]},"finish_reason":null}],"usage":null})");
+  EXPECT_EQ(events[1], std::string(envelope) +
+            R"({"index":0,"text":"c","logprobs":{"tokens":["c"],"token_logprobs":[-2.0],)"
+            R"("top_logprobs":[{"c":-2.0}],"text_offset":[2]},"finish_reason":null}],"usage":null})");
+  EXPECT_EQ(events[2], std::string(envelope) +
+            R"({"index":0,"text":"","logprobs":null,"finish_reason":"abort"}],"usage":null})");
+  EXPECT_EQ(Json::parse(events[3]).find("usage")->find("total_tokens")->as_int(), 8);
+  EXPECT_EQ(events[4], "[DONE]");
+}
+
+TEST(OpenAIStream, EngineErrorEndsTheStreamWithAnErrorEvent) {
+  CompletionStream stream({"cmpl-4", 9, "dsv3"}, OutputFormat{}, true);
+  StreamOutput failed = last("", FinishReason::kError);
+  failed.error = "the model step failed";
+  EXPECT_EQ(stream.next(failed),
+            "data: {\"error\":{\"message\":\"the model step failed\",\"type\":\"server_error\",\"param\":null,"
+            "\"code\":null}}\n\ndata: [DONE]\n\n");
+}
+
+}  // namespace
+}  // namespace dsinfer::server
