@@ -41,18 +41,9 @@ import sys
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEEPSEEK_TOKENIZER = os.path.join(ROOT, "tests/fixtures/tokenizers/deepseek-v3")
-
-SPECIAL_TOKENS = [
-    "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>",
-    "<｜User｜>", "<｜Assistant｜>", "<think>", "</think>",
-    "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
-    "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>", "<｜tool▁output▁begin｜>",
-    "<｜tool▁output▁end｜>", "<｜tool▁sep｜>",
-]
+from dsv3_checkpoint import (FP8_QUANTIZATION_CONFIG, ROOT, build_hf_model, build_hf_mtp, checkpoint_layout,
+                             hf_mtp_logits, quantize_fp8_blocks, tokenizer_config, train_bpe_tokenizer)
 
 V3_CONFIG = {
     "architectures": ["DeepseekV3ForCausalLM"],
@@ -154,29 +145,7 @@ def training_text():
 
 def train_tokenizer(vocab_size):
     """A byte-level BPE with the DeepSeek-V3 pre-tokenizer and special tokens."""
-    with open(os.path.join(DEEPSEEK_TOKENIZER, "tokenizer.json"), encoding="utf-8") as f:
-        reference = json.load(f)
-    splits = [step["pattern"]["Regex"] for step in reference["pre_tokenizer"]["pretokenizers"]
-              if step["type"] == "Split"]
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split(Regex(pattern), behavior="isolated") for pattern in splits]
-        + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(training_text(), trainer=trainer)
-    assert tokenizer.get_vocab_size() <= vocab_size, tokenizer.get_vocab_size()
-    return tokenizer
-
-
-def tokenizer_config():
-    """tokenizer_config.json as DeepSeek publishes it, with the official DeepSeek-V3 chat template."""
-    with open(os.path.join(DEEPSEEK_TOKENIZER, "tokenizer_config.json"), encoding="utf-8") as f:
-        chat_template = json.load(f)["chat_template"]
-    return {"add_bos_token": True, "add_eos_token": False, "bos_token": SPECIAL_TOKENS[0],
-            "eos_token": SPECIAL_TOKENS[1], "pad_token": SPECIAL_TOKENS[1], "model_max_length": 256,
-            "tokenizer_class": "LlamaTokenizerFast", "chat_template": chat_template}
+    return train_bpe_tokenizer(training_text(), vocab_size)
 
 
 class WeightMaker:
@@ -196,190 +165,30 @@ class WeightMaker:
         return (1.0 + 0.1 * torch.randn(size, generator=self.generator)).to(torch.bfloat16)
 
 
-def decoder_layer_weights(make, config, prefix, moe):
-    """Original-layout tensors of one decoder layer (attention + dense MLP or MoE)."""
-    hidden = config["hidden_size"]
-    heads = config["num_attention_heads"]
-    qk = config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
-    latent = config["kv_lora_rank"]
-    w = {prefix + "input_layernorm.weight": make.norm(hidden),
-         prefix + "post_attention_layernorm.weight": make.norm(hidden)}
-    attn = prefix + "self_attn."
-    if config["q_lora_rank"]:
-        w[attn + "q_a_proj.weight"] = make.linear(config["q_lora_rank"], hidden)
-        w[attn + "q_a_layernorm.weight"] = make.norm(config["q_lora_rank"])
-        w[attn + "q_b_proj.weight"] = make.linear(heads * qk, config["q_lora_rank"])
-    else:
-        w[attn + "q_proj.weight"] = make.linear(heads * qk, hidden)
-    w[attn + "kv_a_proj_with_mqa.weight"] = make.linear(latent + config["qk_rope_head_dim"], hidden)
-    w[attn + "kv_a_layernorm.weight"] = make.norm(latent)
-    w[attn + "kv_b_proj.weight"] = make.linear(heads * (config["qk_nope_head_dim"] + config["v_head_dim"]), latent)
-    w[attn + "o_proj.weight"] = make.linear(hidden, heads * config["v_head_dim"])
-    mlp = prefix + "mlp."
-    if not moe:
-        inter = config["intermediate_size"]
-        w[mlp + "gate_proj.weight"] = make.linear(inter, hidden)
-        w[mlp + "up_proj.weight"] = make.linear(inter, hidden)
-        w[mlp + "down_proj.weight"] = make.linear(hidden, inter)
-        return w
-    experts = config["n_routed_experts"]
-    inter = config["moe_intermediate_size"]
-    w[mlp + "gate.weight"] = make.linear(experts, hidden, gain=2.0)
-    if config["topk_method"] == "noaux_tc":
-        w[mlp + "gate.e_score_correction_bias"] = (0.1 * torch.randn(experts, generator=make.generator)).float()
-    for e in range(experts):
-        expert = f"{mlp}experts.{e}."
-        w[expert + "gate_proj.weight"] = make.linear(inter, hidden)
-        w[expert + "up_proj.weight"] = make.linear(inter, hidden)
-        w[expert + "down_proj.weight"] = make.linear(hidden, inter)
-    shared = inter * config["n_shared_experts"]
-    w[mlp + "shared_experts.gate_proj.weight"] = make.linear(shared, hidden)
-    w[mlp + "shared_experts.up_proj.weight"] = make.linear(shared, hidden)
-    w[mlp + "shared_experts.down_proj.weight"] = make.linear(hidden, shared)
-    return w
-
-
 def make_checkpoint(config, seed):
     """The whole model in the published layout, MTP module(s) at layer num_hidden_layers + k."""
     make = WeightMaker(seed)
-    hidden, vocab = config["hidden_size"], config["vocab_size"]
-    w = {"model.embed_tokens.weight": make.normal((vocab, hidden), 1.0),
-         "model.norm.weight": make.norm(hidden),
-         "lm_head.weight": make.linear(vocab, hidden, gain=3.0)}
-    layers = config["num_hidden_layers"]
-    for i in range(layers):
-        w.update(decoder_layer_weights(make, config, f"model.layers.{i}.", i >= config["first_k_dense_replace"]))
-    for k in range(config.get("num_nextn_predict_layers", 0)):
-        prefix = f"model.layers.{layers + k}."
-        w.update(decoder_layer_weights(make, config, prefix, True))
-        w[prefix + "enorm.weight"] = make.norm(hidden)
-        w[prefix + "hnorm.weight"] = make.norm(hidden)
-        w[prefix + "eh_proj.weight"] = make.linear(hidden, 2 * hidden)
-        w[prefix + "shared_head.norm.weight"] = make.norm(hidden)
-        # As published: the module carries its own copies of the embedding and the head.
-        w[prefix + "embed_tokens.weight"] = w["model.embed_tokens.weight"].clone()
-        w[prefix + "shared_head.head.weight"] = w["lm_head.weight"].clone()
-    return w
-
-
-FP8_MAX = 448.0
-FP8_SKIP = ("embed_tokens", "lm_head", "shared_head.head", "mlp.gate.weight")
-
-
-def quantize_fp8_blocks(weights, block=128):
-    """The published FP8 format: F8_E4M3 weights with one float32 scale per 128x128 block.
-
-    Returns (stored tensors, dequantized float32 weights that HF runs on)."""
-    stored, dequantized = {}, {}
-    for name, tensor in weights.items():
-        if tensor.dim() != 2 or not name.endswith("_proj.weight") or any(s in name for s in FP8_SKIP):
-            stored[name] = tensor
-            dequantized[name] = tensor.float()
-            continue
-        w = tensor.float()
-        rows, cols = w.shape
-        row_blocks, col_blocks = math.ceil(rows / block), math.ceil(cols / block)
-        padded = torch.zeros(row_blocks * block, col_blocks * block)
-        padded[:rows, :cols] = w
-        tiles = padded.view(row_blocks, block, col_blocks, block)
-        scale = tiles.abs().amax(dim=(1, 3)).clamp(min=1e-12) / FP8_MAX      # [row_blocks, col_blocks]
-        q = (tiles / scale[:, None, :, None]).to(torch.float8_e4m3fn)
-        back = (q.float() * scale[:, None, :, None]).view_as(padded)[:rows, :cols]
-        stored[name] = q.view_as(padded)[:rows, :cols].contiguous()
-        stored[name.replace(".weight", ".weight_scale_inv")] = scale.float().contiguous()
-        dequantized[name] = back.contiguous()
-    return stored, dequantized
-
-
-def to_hf_state_dict(weights, config):
-    """Our original-layout names -> transformers' modules (experts fused into 3-D tensors)."""
-    layers = config["num_hidden_layers"]
-    state = {}
-    for name, tensor in weights.items():
-        if name.startswith("model.layers."):
-            index = int(name.split(".")[2])
-            if index >= layers or ".experts." in name:
-                continue
-        state[name] = tensor.float()
-    for i in range(config["first_k_dense_replace"], layers):
-        mlp = f"model.layers.{i}.mlp."
-        experts = range(config["n_routed_experts"])
-        gate_up = [torch.cat([weights[f"{mlp}experts.{e}.gate_proj.weight"].float(),
-                              weights[f"{mlp}experts.{e}.up_proj.weight"].float()]) for e in experts]
-        state[mlp + "experts.gate_up_proj"] = torch.stack(gate_up)
-        state[mlp + "experts.down_proj"] = torch.stack(
-            [weights[f"{mlp}experts.{e}.down_proj.weight"].float() for e in experts])
-    return state
-
-
-def mtp_state_dict(weights, config):
-    """The MTP module's tensors under transformers' MtpModel names (layers.0.mtp_block...)."""
-    layer = config["num_hidden_layers"]
-    prefix = f"model.layers.{layer}."
-    renamed = {}
-    for name, tensor in weights.items():
-        if not name.startswith(prefix):
-            continue
-        rest = name[len(prefix):]
-        if rest in ("embed_tokens.weight", "shared_head.head.weight"):
-            continue
-        if rest.split(".")[0] in ("enorm", "hnorm", "eh_proj"):
-            renamed["layers.0." + rest] = tensor
-        elif rest == "shared_head.norm.weight":
-            renamed["layers.0.post_norm.weight"] = tensor
+    w = {}
+    for name, shape, role in checkpoint_layout(config):
+        if role == "embedding":
+            w[name] = make.normal(shape, 1.0)
+        elif role == "norm":
+            w[name] = make.norm(shape[0])
+        elif role in ("linear", "mtp_linear", "router", "head"):
+            gain = {"router": 2.0, "head": 3.0}.get(role, 1.0)
+            w[name] = make.linear(*shape, gain=gain)
+        elif role == "router_bias":
+            w[name] = (0.1 * torch.randn(shape, generator=make.generator)).float()
         else:
-            renamed[f"model.layers.0.{rest}"] = tensor
-    state = {}
-    mtp_config = dict(config, num_hidden_layers=1, first_k_dense_replace=0)
-    for name, tensor in to_hf_state_dict(renamed, mtp_config).items():
-        state[name.replace("model.layers.0.", "layers.0.mtp_block.")] = tensor
-    return state
-
-
-def build_hf_model(config, weights):
-    import transformers
-    hf_config_dict = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype")}
-    if config["model_type"] == "deepseek_v3":
-        hf_config = transformers.DeepseekV3Config(**hf_config_dict)
-        model_class = transformers.DeepseekV3ForCausalLM
-    else:
-        hf_config = transformers.DeepseekV2Config(**hf_config_dict)
-        model_class = transformers.DeepseekV2ForCausalLM
-    hf_config._attn_implementation = "eager"
-    model = model_class(hf_config).float().eval()
-    missing, unexpected = model.load_state_dict(to_hf_state_dict(weights, config), strict=False)
-    assert not missing and not unexpected, (missing, unexpected)
-    return model
-
-
-def build_hf_mtp(model, config, weights):
-    from transformers.modeling_layers import MtpModel
-    mtp = MtpModel(model, config["num_nextn_predict_layers"]).float().eval()
-    missing, unexpected = mtp.load_state_dict(mtp_state_dict(weights, config), strict=False)
-    assert not unexpected, unexpected
-    assert all(k.startswith(("embed_tokens", "shared_head")) for k in missing), missing
-    mtp.tie_with_main_model(model)
-    return mtp
+            # As published: the MTP module carries its own copies of the embedding and the head.
+            w[name] = w[role.removeprefix("copy:")].clone()
+    return w
 
 
 @torch.no_grad()
 def hf_logits(model, ids):
     out = model(input_ids=torch.tensor([ids]), output_hidden_states=True)
     return out.logits[0], out.hidden_states[-1][0]
-
-
-@torch.no_grad()
-def hf_mtp_logits(model, mtp, ids, hidden):
-    """MTP logits at positions 0..n-2: hidden state i (after the final norm) with token i + 1."""
-    n = len(ids) - 1
-    next_ids = torch.tensor([ids[1:]])
-    positions = torch.arange(n)[None]
-    embeds = mtp.embed_tokens(next_ids)
-    rotary = mtp.rotary_emb(embeds, position_ids=positions)
-    mask = torch.full((n, n), float("-inf")).triu(1)[None, None]
-    h = mtp.layers[0](embeds, hidden[None, :n], position_embeddings=rotary, attention_mask=mask,
-                      position_ids=positions, past_key_values=None)
-    return model.lm_head(h)[0]
 
 
 @torch.no_grad()
@@ -409,7 +218,7 @@ def write_fixture(out_dir, name, config, stored, reference_weights, tokenizer, p
               metadata={"format": "pt"})
     tokenizer.save(os.path.join(directory, "tokenizer.json"))
     with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump(tokenizer_config(), f, ensure_ascii=False, indent=2)
+        json.dump(tokenizer_config(model_max_length=256), f, ensure_ascii=False, indent=2)
 
     model = build_hf_model(config, reference_weights)
     mtp = build_hf_mtp(model, config, reference_weights) if config.get("num_nextn_predict_layers") else None
@@ -476,8 +285,7 @@ def main():
     write_fixture(args.out, "v3-tiny", V3_CONFIG, v3, v3, tokenizer, prompts,
                   "DeepSeek-V3 architecture at the real MLA widths, BF16, YaRN, MTP")
     stored, dequantized = quantize_fp8_blocks(v3)
-    fp8_config = dict(V3_CONFIG, quantization_config={
-        "activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]})
+    fp8_config = dict(V3_CONFIG, quantization_config=FP8_QUANTIZATION_CONFIG)
     write_fixture(args.out, "v3-tiny-fp8", fp8_config, stored, dequantized, tokenizer, prompts,
                   "v3-tiny in the published FP8 block format; reference run on the dequantized weights")
     v2 = make_checkpoint(V2_CONFIG, seed=2)

@@ -138,7 +138,10 @@ BpeModel BpeModel::from_json(const Json& model, bool byte_level, size_t cache_ca
   DSINFER_CHECK(merges.is_array(), "model \"merges\" must be an array");
   bpe.merges_ = std::make_unique<MergeTable>(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
-    auto [left, right] = parse_merge(merges.at(rank), rank);
+    // A pair, not structured bindings: clang 14 cannot capture those in the lambda below.
+    std::pair<std::string, std::string> merge = parse_merge(merges.at(rank), rank);
+    const std::string& left = merge.first;
+    const std::string& right = merge.second;
     auto id_of = [&](const std::string& token) {
       std::optional<int32_t> id = bpe.token_to_id(token);
       DSINFER_CHECK(id, "merge ", rank, " (", quoted(left), ", ", quoted(right), ") names ",
