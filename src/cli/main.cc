@@ -15,6 +15,7 @@ constexpr const char* kUsage =
     "DeepSeek-V3-architecture inference.\n"
     "\n"
     "verbs:\n"
+    "  serve      serve a model over an OpenAI-compatible API (dsinfer serve --help)\n"
     "  generate   generate text from a prompt (dsinfer generate --help)\n"
     "  tokenize   encode text or a chat, or decode ids (dsinfer tokenize --help)\n";
 
@@ -24,6 +25,7 @@ struct Verb {
 };
 
 constexpr Verb kVerbs[] = {
+    {"serve", dsinfer::cli::run_serve},
     {"generate", dsinfer::cli::run_generate},
     {"tokenize", dsinfer::cli::run_tokenize},
 };

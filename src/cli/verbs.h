@@ -6,5 +6,6 @@ namespace dsinfer::cli {
 
 int run_generate(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
+int run_serve(int argc, char** argv);
 
 }  // namespace dsinfer::cli

@@ -1,0 +1,131 @@
+// dsinfer serve: the OpenAI-compatible server on one model.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+
+#include "cli/flags.h"
+#include "cli/model_files.h"
+#include "cli/verbs.h"
+#include "core/file.h"
+#include "core/log.h"
+#include "core/parallel.h"
+#include "runtime/engine.h"
+#include "server/openai_server.h"
+
+namespace dsinfer::cli {
+namespace {
+
+Flags serve_flags() {
+  Flags flags("dsinfer serve --model DIR [flags]",
+              "Serves the model over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, "
+              "/v1/models, /health, /metrics, /tokenize, /detokenize).");
+  flags.add_string("model", "DIR", "checkpoint directory (config.json, *.safetensors, tokenizer files)", true);
+  flags.add_string("device", "DEVICE", "where to run: cpu", false, "cpu");
+  flags.add_string("host", "ADDR", "address to listen on", false, "127.0.0.1");
+  flags.add_int("port", "port to listen on (0: any free port)", 8000);
+  flags.add_string("served-model-name", "NAME", "the model's name in the API (default: the --model path)");
+  flags.add_string("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 routes (or $DSINFER_API_KEY)");
+  flags.add_int("max-num-seqs", "sequences in a step at most", 256);
+  flags.add_int("max-num-batched-tokens", "tokens in a step at most", 2048);
+  flags.add_int("max-model-len", "context length per request (default: the model's)");
+  flags.add_int("num-kv-pages", "KV cache pages of 64 tokens (default: from --kv-cache-gb)");
+  flags.add_double("kv-cache-gb", "KV cache memory when --num-kv-pages is not given", 2.0);
+  flags.add_bool("no-enable-prefix-caching", "do not reuse the KV pages of earlier prompts");
+  flags.add_string("reasoning-parser", "NAME", "deepseek-r1: <think>...</think> goes to reasoning_content");
+  flags.add_int("max-body-mb", "request body limit in MiB (413 above)", 32);
+  flags.add_int("max-connections", "open connections at most (503 above)", 8192);
+  flags.add_int("threads", "CPU threads for the model (0: all cores)", 0);
+  flags.add_int("seed", "seed for requests that give none", 0);
+  return flags;
+}
+
+int wait_for_signal() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  int received = 0;
+  sigwait(&signals, &received);
+  return received;
+}
+
+}  // namespace
+
+int run_serve(int argc, char** argv) {
+  Flags flags = serve_flags();
+  if (!flags.parse(argc, argv)) return 0;
+  std::string device = flags.get_string("device");
+  DSINFER_CHECK(device == "cpu", "--device ", device, " is not available in this build (use cpu)");
+  std::string reasoning_parser = flags.get_string("reasoning-parser");
+  DSINFER_CHECK(reasoning_parser.empty() || reasoning_parser == "deepseek-r1", "--reasoning-parser '",
+                reasoning_parser, "' is not known (deepseek-r1)");
+  int64_t port = flags.get_int("port");
+  DSINFER_CHECK(port >= 0 && port <= 65535, "--port must be in [0, 65535]");
+  if (flags.get_int("threads") > 0) set_num_threads(static_cast<int>(flags.get_int("threads")));
+
+  // SIGINT/SIGTERM are taken by sigwait below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::string dir = flags.get_string("model");
+  server::ServerOptions options;
+  options.served_model_name = flags.has("served-model-name") ? flags.get_string("served-model-name") : dir;
+  options.api_key = flags.get_string("api-key");
+  if (options.api_key.empty())
+    if (const char* key = std::getenv("DSINFER_API_KEY")) options.api_key = key;
+  options.reasoning = reasoning_parser == "deepseek-r1";
+  options.http.host = flags.get_string("host");
+  options.http.port = static_cast<uint16_t>(port);
+  options.http.max_body_bytes = static_cast<size_t>(flags.get_int("max-body-mb")) << 20;
+  options.http.max_connections = static_cast<size_t>(flags.get_int("max-connections"));
+
+  // Listen first, so /health answers 503 while the model loads.
+  server::OpenAIServer server(options);
+  server.start();
+  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
+  std::unique_ptr<chat::ChatTemplate> chat_template;
+  if (file_exists(dir + "/tokenizer_config.json")) {
+    try {
+      chat_template = std::make_unique<chat::ChatTemplate>(load_chat_template(dir));
+    } catch (const Error& error) {
+      log_warning("no chat template: ", error.what());
+    }
+  }
+  auto backend = backend::make_cpu_backend();
+  auto model = model::DeepseekModel::load(dir, *backend);
+
+  runtime::EngineConfig config;
+  config.max_num_seqs = flags.get_int("max-num-seqs");
+  config.max_num_batched_tokens = flags.get_int("max-num-batched-tokens");
+  config.max_model_len = flags.get_int("max-model-len");
+  config.num_pages = flags.get_int("num-kv-pages");
+  config.kv_cache_bytes = static_cast<int64_t>(flags.get_double("kv-cache-gb") * (1 << 30));
+  config.enable_prefix_caching = !flags.get_bool("no-enable-prefix-caching");
+  config.seed = static_cast<uint64_t>(flags.get_int("seed"));
+  DSINFER_CHECK(config.max_num_seqs > 0 && config.max_num_batched_tokens > 0,
+                "--max-num-seqs and --max-num-batched-tokens must be positive");
+  runtime::Engine engine(*model, tokenizer, config);
+  server.attach({&engine, &tokenizer, chat_template.get()});
+
+  runtime::EngineStats stats = engine.stats();
+  std::string url = "http://" + options.http.host + ":" + std::to_string(server.port());
+  std::printf("dsinfer: serving %s at %s (context %ld tokens, KV cache %ld pages of 64 tokens)\n",
+              options.served_model_name.c_str(), url.c_str(), static_cast<long>(engine.max_model_len()),
+              static_cast<long>(stats.total_pages));
+  std::string auth = options.api_key.empty() ? "" : " -H 'Authorization: Bearer $DSINFER_API_KEY'";
+  std::printf("try:\n  curl %s/v1/chat/completions -H 'Content-Type: application/json'%s \\\n"
+              "    -d '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"What is 123+456?\"}]}'\n",
+              url.c_str(), auth.c_str(), options.served_model_name.c_str());
+  std::fflush(stdout);
+
+  int signal_number = wait_for_signal();
+  log_info("signal ", signal_number, ": shutting down");
+  server.stop();
+  return 0;
+}
+
+}  // namespace dsinfer::cli

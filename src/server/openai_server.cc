@@ -1,0 +1,335 @@
+#include "server/openai_server.h"
+
+#include <functional>
+#include <variant>
+
+#include "core/log.h"
+#include "server/metrics_format.h"
+#include "server/openai_errors.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/openai_stream.h"
+
+namespace dsinfer::server {
+namespace {
+
+constexpr std::string_view kJson = "application/json";
+
+void respond_json(HttpResponder& responder, int status, const Json& body) {
+  responder.respond(status, std::string(kJson), body.dump());
+}
+
+void respond_error(HttpResponder& responder, const ProtocolError& error) {
+  responder.respond(error.status(), std::string(kJson), error_body(error));
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char difference = 0;
+  for (size_t i = 0; i < a.size(); ++i) difference |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return difference == 0;
+}
+
+// A request in flight: how its outputs become HTTP. Streams turn each output into SSE text;
+// non-streamed requests collect a Generation and answer once at the end.
+struct Exchange {
+  std::shared_ptr<HttpResponder> responder;
+  bool stream = false;
+  std::function<std::string()> stream_head;                             // first SSE text, may be empty
+  std::function<std::string(const runtime::StreamOutput&)> stream_next;  // SSE text for an output
+  std::function<Json(const Generation&)> answer;                         // the whole response
+};
+
+}  // namespace
+
+struct OpenAIServer::Impl {
+  explicit Impl(ServerOptions options_in) : options(std::move(options_in)) {
+    options.http.error_body = [](int status, const std::string& message) { return error_body(status, message); };
+  }
+
+  void handle(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder);
+  void route(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder);
+  void check_auth(const HttpRequest& request) const;
+  const ServedModel& model() const;
+  void check_model_name(const std::string& requested) const;
+  TokenText token_text() const;
+
+  void chat_completions(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder);
+  void completions(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder);
+  void submit(std::vector<int32_t> prompt, runtime::RequestOptions request_options, Exchange exchange);
+  void tokenize(const HttpRequest& request, HttpResponder& responder);
+  void detokenize(const HttpRequest& request, HttpResponder& responder);
+  void models(HttpResponder& responder);
+  void metrics(HttpResponder& responder);
+
+  ServerOptions options;
+  std::unique_ptr<HttpServer> http;
+  std::atomic<bool> ready{false};
+  ServedModel served;
+};
+
+const ServedModel& OpenAIServer::Impl::model() const {
+  if (!ready.load()) throw server_not_ready();
+  return served;
+}
+
+void OpenAIServer::Impl::check_auth(const HttpRequest& request) const {
+  if (options.api_key.empty()) return;
+  std::optional<std::string_view> header = request.header("authorization");
+  if (!header) throw missing_api_key();
+  constexpr std::string_view kBearer = "Bearer ";
+  if (header->substr(0, kBearer.size()) != kBearer ||
+      !constant_time_equal(header->substr(std::min(header->size(), kBearer.size())), options.api_key))
+    throw invalid_api_key();
+}
+
+void OpenAIServer::Impl::check_model_name(const std::string& requested) const {
+  if (!requested.empty() && requested != options.served_model_name) throw model_not_found(requested);
+}
+
+TokenText OpenAIServer::Impl::token_text() const {
+  const tokenizer::Tokenizer* tokenizer = served.tokenizer;
+  return [tokenizer](int32_t id) { return tokenizer->decode(std::vector<int32_t>{id}); };
+}
+
+void OpenAIServer::Impl::handle(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder) {
+  try {
+    route(request, responder);
+  } catch (const ProtocolError& error) {
+    respond_error(*responder, error);
+  } catch (const runtime::InvalidRequest& error) {
+    respond_error(*responder, invalid_request(error.what(), error.param()));
+  } catch (const Error& error) {
+    // Template and tokenizer errors come from what the client sent (a raise_exception in the
+    // template, text that is not UTF-8): the client's to fix.
+    respond_error(*responder, invalid_request(error.what()));
+  } catch (const std::exception& error) {
+    log_warning("internal error on ", request.method, " ", request.target, ": ", error.what());
+    respond_error(*responder, internal_error(error.what()));
+  }
+}
+
+void OpenAIServer::Impl::route(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder) {
+  std::string_view path = request.path();
+  const std::string& method = request.method;
+  auto expect = [&](std::string_view wanted) {
+    if (method != wanted) throw method_not_allowed(method, path);
+  };
+  if (path == "/health") {
+    expect("GET");
+    if (!ready.load()) throw server_not_ready();
+    return responder->respond(200, "text/plain", "");
+  }
+  if (path == "/metrics") {
+    expect("GET");
+    return metrics(*responder);
+  }
+  if (path == "/v1/chat/completions") {
+    expect("POST");
+    check_auth(request);
+    return chat_completions(request, responder);
+  }
+  if (path == "/v1/completions") {
+    expect("POST");
+    check_auth(request);
+    return completions(request, responder);
+  }
+  if (path == "/v1/models") {
+    expect("GET");
+    check_auth(request);
+    return models(*responder);
+  }
+  if (path == "/tokenize") {
+    expect("POST");
+    check_auth(request);
+    return tokenize(request, *responder);
+  }
+  if (path == "/detokenize") {
+    expect("POST");
+    check_auth(request);
+    return detokenize(request, *responder);
+  }
+  throw route_not_found(method, path);
+}
+
+void OpenAIServer::Impl::submit(std::vector<int32_t> prompt, runtime::RequestOptions request_options,
+                                Exchange exchange) {
+  runtime::Engine& engine = *served.engine;
+  auto responder = exchange.responder;
+  runtime::StreamSink sink;
+  if (exchange.stream) {
+    // The stream's head goes out with the first output, from the engine's thread like every chunk
+    // after it, so the two stay in order; and a request the engine refuses is still a plain 4xx.
+    sink = [responder, head = exchange.stream_head, next = exchange.stream_next,
+            started = false](runtime::StreamOutput output) mutable {
+      if (!started) {
+        started = true;
+        responder->start_stream(200, std::string(kSseContentType), {{"Cache-Control", "no-cache"}});
+        if (head) responder->send_chunk(head());
+      }
+      responder->send_chunk(next(output));
+      if (output.finished) responder->finish_stream();
+    };
+  } else {
+    auto generation = std::make_shared<Generation>();
+    sink = [responder, generation, answer = exchange.answer](runtime::StreamOutput output) {
+      generation->add(output);
+      if (!output.finished) return;
+      if (generation->finish_reason == runtime::FinishReason::kError) {
+        respond_error(*responder, internal_error(generation->error));
+      } else if (generation->finish_reason != runtime::FinishReason::kAbort) {
+        respond_json(*responder, 200, answer(*generation));
+      }
+    };
+  }
+  runtime::RequestId id = engine.submit(std::move(prompt), std::move(request_options), std::move(sink));
+  responder->on_disconnect([&engine, id] { engine.abort(id); });
+}
+
+void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder) {
+  const ServedModel& served_model = model();
+  ChatCompletionRequest chat = parse_chat_request(parse_json_body(request.body));
+  check_model_name(chat.model);
+  if (served_model.chat_template == nullptr)
+    throw invalid_request("this model has no chat template; use /v1/completions", "messages");
+  std::string text = served_model.chat_template->render(chat.template_messages(), chat.add_generation_prompt,
+                                                        chat.template_context());
+  std::vector<int32_t> prompt = served_model.tokenizer->encode(text, /*add_special_tokens=*/false);
+  runtime::RequestOptions request_options =
+      chat.request_options(static_cast<int64_t>(prompt.size()), served_model.engine->max_model_len());
+
+  ResponseMeta meta{new_response_id("chatcmpl-"), unix_time_now(), options.served_model_name};
+  OutputFormat format{chat.params.logprobs >= 0, token_text(), options.reasoning};
+  auto stream = std::make_shared<ChatCompletionStream>(meta, format, chat.params.include_usage);
+  Exchange exchange{responder, chat.params.stream, [stream] { return stream->begin(); },
+                    [stream](const runtime::StreamOutput& output) { return stream->next(output); },
+                    [meta, format](const Generation& generation) {
+                      return chat_completion_response(meta, generation, format);
+                    }};
+  submit(std::move(prompt), std::move(request_options), std::move(exchange));
+}
+
+void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder) {
+  const ServedModel& served_model = model();
+  CompletionRequest completion = parse_completion_request(parse_json_body(request.body));
+  check_model_name(completion.model);
+  std::vector<int32_t> prompt;
+  if (const auto* text = std::get_if<std::string>(&completion.prompt)) {
+    prompt = served_model.tokenizer->encode(*text, completion.add_special_tokens);
+  } else {
+    prompt = std::get<std::vector<int32_t>>(completion.prompt);
+  }
+  runtime::RequestOptions request_options =
+      completion.request_options(static_cast<int64_t>(prompt.size()), served_model.engine->max_model_len());
+
+  ResponseMeta meta{new_response_id("cmpl-"), unix_time_now(), options.served_model_name};
+  OutputFormat format{completion.params.logprobs >= 0, token_text(), false};
+  auto stream = std::make_shared<CompletionStream>(meta, format, completion.params.include_usage);
+  Exchange exchange{responder, completion.params.stream, nullptr,
+                    [stream](const runtime::StreamOutput& output) { return stream->next(output); },
+                    [meta, format](const Generation& generation) {
+                      return completion_response(meta, generation, format);
+                    }};
+  submit(std::move(prompt), std::move(request_options), std::move(exchange));
+}
+
+void OpenAIServer::Impl::tokenize(const HttpRequest& request, HttpResponder& responder) {
+  // vLLM's /tokenize: {"prompt": text, "add_special_tokens": true} or {"messages": [...],
+  // "add_generation_prompt": true} -> {"count", "max_model_len", "tokens"}.
+  const ServedModel& served_model = model();
+  Json body = parse_json_body(request.body);
+  if (!body.is_object()) throw invalid_request("the body must be a JSON object");
+  if (const Json* name = body.find("model"); name && name->is_string()) check_model_name(name->as_string());
+  std::vector<int32_t> tokens;
+  if (body.contains("messages")) {
+    ChatCompletionRequest chat = parse_chat_request(body);
+    if (served_model.chat_template == nullptr) throw invalid_request("this model has no chat template", "messages");
+    std::string text = served_model.chat_template->render(chat.template_messages(), chat.add_generation_prompt,
+                                                          chat.template_context());
+    tokens = served_model.tokenizer->encode(text, false);
+  } else {
+    const Json* prompt = body.find("prompt");
+    if (prompt == nullptr || !prompt->is_string()) throw invalid_request("'prompt' must be a string", "prompt");
+    bool add_special = true;
+    if (const Json* flag = body.find("add_special_tokens")) {
+      if (!flag->is_bool()) throw invalid_request("'add_special_tokens' must be a boolean", "add_special_tokens");
+      add_special = flag->as_bool();
+    }
+    tokens = served_model.tokenizer->encode(prompt->as_string(), add_special);
+  }
+  Json out;
+  out["count"] = static_cast<int64_t>(tokens.size());
+  out["max_model_len"] = served_model.engine->max_model_len();
+  out["tokens"] = Json::array();
+  for (int32_t id : tokens) out["tokens"].push_back(id);
+  respond_json(responder, 200, out);
+}
+
+void OpenAIServer::Impl::detokenize(const HttpRequest& request, HttpResponder& responder) {
+  const ServedModel& served_model = model();
+  Json body = parse_json_body(request.body);
+  const Json* tokens = body.is_object() ? body.find("tokens") : nullptr;
+  if (tokens == nullptr || !tokens->is_array()) throw invalid_request("'tokens' must be a list of token ids", "tokens");
+  std::vector<int32_t> ids;
+  int32_t vocab = served_model.tokenizer->vocab_size();
+  for (const Json& id : tokens->as_array()) {
+    if (!id.is_int() || id.as_int() < 0 || id.as_int() >= vocab)
+      throw invalid_request(str_cat("'tokens' must hold ids in [0, ", vocab, ")"), "tokens");
+    ids.push_back(static_cast<int32_t>(id.as_int()));
+  }
+  Json out;
+  out["prompt"] = served_model.tokenizer->decode(ids);
+  respond_json(responder, 200, out);
+}
+
+void OpenAIServer::Impl::models(HttpResponder& responder) {
+  const ServedModel& served_model = model();
+  Json entry;
+  entry["id"] = options.served_model_name;
+  entry["object"] = "model";
+  entry["created"] = unix_time_now();
+  entry["owned_by"] = "dsinfer";
+  entry["root"] = options.served_model_name;
+  entry["parent"] = nullptr;
+  entry["max_model_len"] = served_model.engine->max_model_len();
+  Json out;
+  out["object"] = "list";
+  out["data"] = Json::array();
+  out["data"].push_back(entry);
+  respond_json(responder, 200, out);
+}
+
+void OpenAIServer::Impl::metrics(HttpResponder& responder) {
+  const ServedModel& served_model = model();
+  std::vector<ExtraGauge> extra = {
+      {"dsinfer:open_connections", "HTTP connections open now.", static_cast<double>(http->open_connections())}};
+  responder.respond(200, "text/plain; version=0.0.4; charset=utf-8",
+                    format_prometheus(served_model.engine->metrics(), served_model.engine->stats(),
+                                      options.served_model_name, extra));
+}
+
+OpenAIServer::OpenAIServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  Impl* impl = impl_.get();
+  impl_->http = std::make_unique<HttpServer>(
+      impl_->options.http,
+      [impl](const HttpRequest& request, std::shared_ptr<HttpResponder> responder) { impl->handle(request, responder); });
+}
+
+OpenAIServer::~OpenAIServer() { stop(); }
+
+void OpenAIServer::start() { impl_->http->start(); }
+
+void OpenAIServer::attach(ServedModel model) {
+  DSINFER_CHECK(model.engine && model.tokenizer, "a served model needs an engine and a tokenizer");
+  impl_->served = model;
+  impl_->ready.store(true);
+}
+
+void OpenAIServer::stop() {
+  if (impl_ && impl_->http) impl_->http->stop();
+}
+
+uint16_t OpenAIServer::port() const { return impl_->http->port(); }
+size_t OpenAIServer::open_connections() const { return impl_->http->open_connections(); }
+
+}  // namespace dsinfer::server

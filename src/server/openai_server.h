@@ -1,0 +1,53 @@
+// The OpenAI-compatible server: routes, auth, and the bridge between HTTP responders and the
+// engine's request streams.
+//
+//   POST /v1/chat/completions, POST /v1/completions (streamed as SSE or not), GET /v1/models,
+//   GET /health (503 until a model is attached), POST /tokenize, POST /detokenize, GET /metrics.
+//
+// Handlers run on the HTTP event loop and never block: a request is validated, rendered,
+// tokenized and submitted; the engine's thread then pushes its output to the responder, which
+// hands it back to the event loop. A client that goes away aborts its request.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "runtime/engine.h"
+#include "server/http.h"
+#include "tokenizer/chat/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dsinfer::server {
+
+struct ServerOptions {
+  std::string served_model_name = "dsinfer";
+  std::string api_key;     // empty: no authentication
+  bool reasoning = false;  // --reasoning-parser deepseek-r1
+  HttpServerOptions http;
+};
+
+// What a loaded model brings to the server. The server borrows these; they outlive it.
+struct ServedModel {
+  runtime::Engine* engine = nullptr;
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  const chat::ChatTemplate* chat_template = nullptr;  // null: chat completions answer 400
+};
+
+class OpenAIServer {
+ public:
+  explicit OpenAIServer(ServerOptions options);
+  ~OpenAIServer();
+
+  void start();  // listens at once; /health answers 503 until attach()
+  void attach(ServedModel model);
+  void stop();
+  uint16_t port() const;
+  size_t open_connections() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dsinfer::server
