@@ -1,0 +1,384 @@
+// The OpenAI server end to end on loopback, over a real (tiny, random) DeepSeek-V3 fixture model:
+// chat and completions, streamed and not; concurrency against one-at-a-time output; the prefix
+// cache; preemption; cancelled and disconnected clients; every bad-input case. After each
+// scenario every KV page is back in the pool (or held only by the prefix cache).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "core/json.h"
+#include "core/strings.h"
+#include "server/openai_server.h"
+#include "tokenizer/chat/chat_template.h"
+
+namespace dsinfer::server {
+namespace {
+
+std::string fixture_dir() {
+  const char* root = std::getenv("DSINFER_SOURCE_DIR");
+  if (root == nullptr) throw Error("DSINFER_SOURCE_DIR is not set (run the tests through ctest)");
+  return std::string(root) + "/tests/fixtures/models/v3-tiny";
+}
+
+chat::ChatTemplate chat_template_of(const std::string& dir) {
+  return chat::ChatTemplate::from_tokenizer_config(Json::parse(read_file(dir + "/tokenizer_config.json")), dir);
+}
+
+// A server over the fixture model; each test makes its own with the engine settings it needs.
+class Served {
+ public:
+  explicit Served(runtime::EngineConfig config = {}, ServerOptions options = {})
+      : dir_(fixture_dir()),
+        backend_(backend::make_cpu_backend()),
+        model_(model::DeepseekModel::load(dir_, *backend_)),
+        tokenizer_(tokenizer::Tokenizer::from_dir(dir_)),
+        chat_template_(chat_template_of(dir_)),
+        engine_(*model_, tokenizer_, config) {
+    options.served_model_name = "tiny";
+    options.http.port = 0;
+    server_ = std::make_unique<OpenAIServer>(options);
+    server_->start();
+    server_->attach({&engine_, &tokenizer_, &chat_template_});
+  }
+
+  HttpCall call(std::string method, std::string target, std::string body = "") const {
+    HttpCall call;
+    call.method = std::move(method);
+    call.port = server_->port();
+    call.target = std::move(target);
+    call.body = std::move(body);
+    call.headers = {{"Content-Type", "application/json"}};
+    call.timeout_seconds = 120;
+    return call;
+  }
+  HttpClientResponse fetch(std::string method, std::string target, std::string body = "") {
+    return client_.fetch(call(std::move(method), std::move(target), std::move(body)));
+  }
+
+  // Every page free again once no request runs (cached-only pages count as free).
+  void expect_pages_returned() {
+    for (int i = 0; i < 5000 && (engine_.stats().running || engine_.stats().waiting); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    runtime::EngineStats stats = engine_.stats();
+    EXPECT_EQ(stats.running + stats.waiting, 0);
+    EXPECT_EQ(stats.free_pages, stats.total_pages);
+  }
+
+  runtime::Engine& engine() { return engine_; }
+  HttpClient& client() { return client_; }
+  const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<backend::Backend> backend_;
+  std::unique_ptr<model::DeepseekModel> model_;
+  tokenizer::Tokenizer tokenizer_;
+  chat::ChatTemplate chat_template_;
+  runtime::Engine engine_;
+  HttpClient client_;
+  std::unique_ptr<OpenAIServer> server_;
+};
+
+// The SSE events of a streamed body, without the "data: " prefix; "[DONE]" last when present.
+std::vector<std::string> sse_events(const std::string& body) {
+  std::vector<std::string> events;
+  size_t start = 0;
+  while (true) {
+    size_t end = body.find("\n\n", start);
+    if (end == std::string::npos) break;
+    std::string event = body.substr(start, end - start);
+    EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+    events.push_back(event.substr(6));
+    start = end + 2;
+  }
+  EXPECT_EQ(start, body.size()) << "trailing bytes after the last event";
+  return events;
+}
+
+// The text a streamed chat or completion carried, checking the framing on the way.
+std::string streamed_text(const std::string& body, bool chat) {
+  std::vector<std::string> events = sse_events(body);
+  EXPECT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  bool finished = false;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    Json chunk = Json::parse(events[i]);
+    EXPECT_EQ(chunk.find("object")->as_string(), chat ? "chat.completion.chunk" : "text_completion");
+    for (const Json& choice : chunk.find("choices")->as_array()) {
+      if (!choice.find("finish_reason")->is_null()) finished = true;
+      if (chat) {
+        const Json* content = choice.find("delta")->find("content");
+        if (content && content->is_string()) text += content->as_string();
+      } else {
+        text += choice.find("text")->as_string();
+      }
+    }
+  }
+  EXPECT_TRUE(finished);
+  return text;
+}
+
+std::string chat_body(const std::string& content, int max_tokens, bool stream) {
+  return str_cat(R"({"model": "tiny", "messages": [{"role": "user", "content": ")", content,
+                 R"("}], "temperature": 0, "max_tokens": )", max_tokens, ", \"stream\": ", stream ? "true" : "false",
+                 "}");
+}
+
+std::string completion_body(const std::vector<int32_t>& prompt, int max_tokens, bool stream,
+                            const std::string& extra = "") {
+  std::vector<std::string> ids;
+  for (int32_t id : prompt) ids.push_back(std::to_string(id));
+  return str_cat(R"({"model": "tiny", "prompt": [)", join(ids, ","), R"(], "temperature": 0, "max_tokens": )", max_tokens,
+                 ", \"stream\": ", stream ? "true" : "false", extra, "}");
+}
+
+std::vector<int32_t> prompt_of(int length, int salt) {
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < length; ++i) prompt.push_back(16 + (i * 37 + salt * 101) % 1000);
+  return prompt;
+}
+
+// The value of the first /metrics line for `name` that also contains `label` (e.g. a label pair).
+double metric(Served& served, const std::string& name, const std::string& label = "") {
+  HttpClientResponse response = served.fetch("GET", "/metrics");
+  EXPECT_EQ(response.status, 200);
+  for (const std::string& line : split(response.body, '\n')) {
+    bool named = line.rfind(name + "{", 0) == 0 || line.rfind(name + " ", 0) == 0;
+    if (named && line.find(label) != std::string::npos) {
+      double value = 0;
+      EXPECT_TRUE(parse_double(line.substr(line.rfind(' ') + 1), &value)) << line;
+      return value;
+    }
+  }
+  ADD_FAILURE() << "no metric " << name;
+  return -1;
+}
+
+TEST(Server, HealthIs503UntilAModelIsAttached) {
+  ServerOptions options;
+  options.http.port = 0;
+  OpenAIServer server(options);
+  server.start();
+  HttpClient client;
+  HttpCall call;
+  call.method = "GET";
+  call.port = server.port();
+  call.target = "/health";
+  HttpClientResponse response = client.fetch(call);
+  EXPECT_EQ(response.status, 503);
+  EXPECT_TRUE(Json::parse(response.body).find("error")->is_object());
+  call.target = "/v1/models";
+  EXPECT_EQ(client.fetch(call).status, 503);
+}
+
+TEST(Server, ChatAndCompletionsStreamedAndNot) {
+  Served served;
+  EXPECT_EQ(served.fetch("GET", "/health").status, 200);
+  Json models = Json::parse(served.fetch("GET", "/v1/models").body);
+  EXPECT_EQ(models.find("data")->at(0).find("id")->as_string(), "tiny");
+
+  HttpClientResponse whole = served.fetch("POST", "/v1/chat/completions", chat_body("What is 123+456?", 12, false));
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  Json answer = Json::parse(whole.body);
+  EXPECT_EQ(answer.find("object")->as_string(), "chat.completion");
+  std::string content = answer.find("choices")->at(0).find("message")->find("content")->as_string();
+  const Json* usage = answer.find("usage");
+  EXPECT_EQ(usage->find("completion_tokens")->as_int(), 12);
+  EXPECT_EQ(usage->find("total_tokens")->as_int(),
+            usage->find("prompt_tokens")->as_int() + usage->find("completion_tokens")->as_int());
+
+  HttpClientResponse streamed = served.fetch("POST", "/v1/chat/completions", chat_body("What is 123+456?", 12, true));
+  ASSERT_EQ(streamed.status, 200);
+  EXPECT_EQ(streamed_text(streamed.body, true), content);  // greedy: the same text either way
+
+  std::vector<int32_t> prompt = prompt_of(20, 1);
+  HttpClientResponse completion = served.fetch("POST", "/v1/completions", completion_body(prompt, 10, false));
+  ASSERT_EQ(completion.status, 200) << completion.body;
+  std::string text = Json::parse(completion.body).find("choices")->at(0).find("text")->as_string();
+  HttpClientResponse completion_stream = served.fetch(
+      "POST", "/v1/completions", completion_body(prompt, 10, true, R"(, "stream_options": {"include_usage": true})"));
+  EXPECT_EQ(streamed_text(completion_stream.body, false), text);
+  std::vector<std::string> events = sse_events(completion_stream.body);
+  ASSERT_GE(events.size(), 2u);
+  Json usage_chunk = Json::parse(events[events.size() - 2]);
+  EXPECT_EQ(usage_chunk.find("usage")->find("completion_tokens")->as_int(), 10);
+  served.expect_pages_returned();
+}
+
+TEST(Server, SixtyFourConcurrentStreamsEachMatchTheRequestRunAlone) {
+  Served served;
+  constexpr int kRequests = 64;
+  std::vector<std::string> bodies, alone(kRequests);
+  for (int i = 0; i < kRequests; ++i) bodies.push_back(completion_body(prompt_of(8 + i % 23, i), 16 + i % 5, true));
+  for (int i = 0; i < kRequests; ++i) {
+    HttpClientResponse response = served.fetch("POST", "/v1/completions", bodies[i]);
+    ASSERT_EQ(response.status, 200);
+    alone[i] = streamed_text(response.body, false);
+  }
+  std::mutex mutex;
+  std::condition_variable all_done;
+  int done = 0;
+  std::vector<HttpClientResponse> together(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    HttpCall call = served.call("POST", "/v1/completions", bodies[i]);
+    call.on_done = [&, i](const HttpClientResponse& response) {
+      std::lock_guard<std::mutex> lock(mutex);
+      together[i] = response;
+      ++done;
+      all_done.notify_all();
+    };
+    served.client().start(std::move(call));
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  ASSERT_TRUE(all_done.wait_for(lock, std::chrono::seconds(120), [&] { return done == kRequests; }));
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_EQ(together[i].status, 200) << together[i].error;
+    EXPECT_EQ(streamed_text(together[i].body, false), alone[i]) << "request " << i;
+  }
+  lock.unlock();
+  served.expect_pages_returned();
+}
+
+TEST(Server, ARepeatedPromptHitsThePrefixCache) {
+  Served served;
+  std::string body = completion_body(prompt_of(150, 7), 8, false);
+  HttpClientResponse first = served.fetch("POST", "/v1/completions", body);
+  double hits_before = metric(served, "vllm:prefix_cache_hits_total");
+  HttpClientResponse second = served.fetch("POST", "/v1/completions", body);
+  ASSERT_EQ(second.status, 200);
+  EXPECT_EQ(metric(served, "vllm:prefix_cache_hits_total") - hits_before, 128);  // two full pages
+  Json a = Json::parse(first.body), b = Json::parse(second.body);
+  EXPECT_EQ(a.find("choices")->at(0).find("text")->as_string(), b.find("choices")->at(0).find("text")->as_string());
+  EXPECT_EQ(b.find("usage")->find("prompt_tokens_details")->find("cached_tokens")->as_int(), 128);
+  served.expect_pages_returned();
+}
+
+TEST(Server, PreemptionInATinyPoolStillGivesTheSameOutputs) {
+  runtime::EngineConfig config;
+  config.num_pages = 8;  // 512 slots; the requests below want about 1300
+  config.enable_prefix_caching = false;
+  Served served(config);
+  std::vector<std::string> bodies, alone;
+  for (int i = 0; i < 8; ++i) bodies.push_back(completion_body(prompt_of(100 + i, i), 60, false, R"(, "ignore_eos": true)"));
+  for (const std::string& body : bodies) alone.push_back(served.fetch("POST", "/v1/completions", body).body);
+  std::vector<HttpClientResponse> together(bodies.size());
+  std::mutex mutex;
+  std::condition_variable all_done;
+  size_t done = 0;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    HttpCall call = served.call("POST", "/v1/completions", bodies[i]);
+    call.on_done = [&, i](const HttpClientResponse& response) {
+      std::lock_guard<std::mutex> lock(mutex);
+      together[i] = response;
+      ++done;
+      all_done.notify_all();
+    };
+    served.client().start(std::move(call));
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  ASSERT_TRUE(all_done.wait_for(lock, std::chrono::seconds(120), [&] { return done == bodies.size(); }));
+  EXPECT_GT(served.engine().stats().preemptions, 0);
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    Json a = Json::parse(alone[i]), b = Json::parse(together[i].body);
+    EXPECT_EQ(a.find("choices")->at(0).find("text")->as_string(), b.find("choices")->at(0).find("text")->as_string())
+        << "request " << i;
+  }
+  lock.unlock();
+  served.expect_pages_returned();
+}
+
+TEST(Server, ClientsThatLeaveFreeTheirPages) {
+  Served served;
+  // Streamed and not: each client gives up after 20 ms, long before 200 tokens are done.
+  for (bool stream : {true, false}) {
+    HttpCall call = served.call("POST", "/v1/completions",
+                                completion_body(prompt_of(30, 3), 200, stream, R"(, "ignore_eos": true)"));
+    call.timeout_seconds = 0.02;
+    HttpClientResponse response = served.client().fetch(call);
+    EXPECT_FALSE(response.error.empty());
+  }
+  served.expect_pages_returned();
+  EXPECT_EQ(metric(served, "vllm:request_success_total", "finished_reason=\"abort\""), 2);
+  EXPECT_EQ(served.fetch("GET", "/health").status, 200);
+}
+
+struct BadCase {
+  const char* name;
+  std::string method, target, body;
+  int status;
+  std::string param;  // expected "param", "" for null
+};
+
+TEST(Server, BadInputGetsOpenAIErrorsAndTheServerSurvives) {
+  ServerOptions options;
+  options.http.max_body_bytes = 1 << 20;
+  Served served({}, options);
+  std::string too_long = completion_body(prompt_of(300, 1), 4, false);  // the context is 256
+  std::vector<BadCase> cases = {
+      {"malformed JSON", "POST", "/v1/chat/completions", "{\"messages\": [", 400, ""},
+      {"not an object", "POST", "/v1/completions", "[1, 2]", 400, ""},
+      {"wrong type", "POST", "/v1/chat/completions", chat_body("hi", 4, false).replace(0, 1, "{\"temperature\": \"hot\", "),
+       400, "temperature"},
+      {"messages missing", "POST", "/v1/chat/completions", "{\"model\": \"tiny\"}", 400, "messages"},
+      {"prompt too long", "POST", "/v1/completions", too_long, 400, "prompt"},
+      {"n > 1", "POST", "/v1/completions", completion_body({5, 6}, 4, false, R"(, "n": 2)"), 400, "n"},
+      {"unknown model", "POST", "/v1/completions", "{\"model\": \"gpt-9\", \"prompt\": \"hi\"}", 404, ""},
+      {"token outside the vocabulary", "POST", "/v1/completions", completion_body({5, 99999}, 4, false), 400, "prompt"},
+      {"body too large", "POST", "/v1/completions", std::string(2 << 20, ' '), 413, ""},
+      {"unknown route", "GET", "/v1/nothing", "", 404, ""},
+      {"wrong method", "GET", "/v1/completions", "", 405, ""},
+      {"bad detokenize", "POST", "/detokenize", "{\"tokens\": [\"x\"]}", 400, "tokens"},
+  };
+  for (const BadCase& c : cases) {
+    HttpClientResponse response = served.fetch(c.method, c.target, c.body);
+    EXPECT_EQ(response.status, c.status) << c.name << ": " << response.body;
+    Json body = Json::parse(response.body);
+    const Json* error = body.find("error");
+    ASSERT_TRUE(error && error->is_object()) << c.name;
+    EXPECT_TRUE(error->find("message")->is_string() && !error->find("message")->as_string().empty()) << c.name;
+    EXPECT_TRUE(error->find("type")->is_string()) << c.name;
+    EXPECT_TRUE(error->contains("code")) << c.name;
+    if (c.param.empty()) {
+      EXPECT_TRUE(error->find("param")->is_null()) << c.name;
+    } else {
+      EXPECT_EQ(error->find("param")->as_string(), c.param) << c.name;
+    }
+  }
+  EXPECT_EQ(served.fetch("GET", "/health").status, 200);
+  EXPECT_EQ(served.fetch("POST", "/v1/completions", completion_body({5, 6}, 2, false)).status, 200);
+  served.expect_pages_returned();
+}
+
+TEST(Server, ApiKeyIsRequiredWhenSet) {
+  ServerOptions options;
+  options.api_key = "sekret";
+  Served served({}, options);
+  HttpClientResponse missing = served.fetch("GET", "/v1/models");
+  EXPECT_EQ(missing.status, 401);
+  HttpCall wrong = served.call("GET", "/v1/models");
+  wrong.headers.push_back({"Authorization", "Bearer nope"});
+  EXPECT_EQ(served.client().fetch(wrong).status, 401);
+  HttpCall right = served.call("GET", "/v1/models");
+  right.headers.push_back({"Authorization", "Bearer sekret"});
+  EXPECT_EQ(served.client().fetch(right).status, 200);
+  EXPECT_EQ(served.fetch("GET", "/health").status, 200);  // health needs no key
+}
+
+TEST(Server, TokenizeAndDetokenize) {
+  Served served;
+  Json tokens = Json::parse(served.fetch("POST", "/tokenize", R"({"prompt": "Hello world"})").body);
+  std::vector<int32_t> expected = served.tokenizer().encode("Hello world", true);
+  ASSERT_EQ(tokens.find("count")->as_int(), static_cast<int64_t>(expected.size()));
+  std::vector<std::string> ids;
+  for (const Json& id : tokens.find("tokens")->as_array()) ids.push_back(std::to_string(id.as_int()));
+  Json text = Json::parse(served.fetch("POST", "/detokenize", "{\"tokens\": [" + join(ids, ",") + "]}").body);
+  EXPECT_EQ(text.find("prompt")->as_string(), served.tokenizer().decode(expected));
+}
+
+}  // namespace
+}  // namespace dsinfer::server
