@@ -1,0 +1,50 @@
+// Held-out evaluation of a model through the engine: exact-match accuracy on checkable tasks, and
+// the MTP module's next-next-token accuracy (how often a one-token draft would be accepted).
+//
+// Task files are JSON lines written by tools/train_small_model.py next to the model:
+//   DIR/eval/<task>.jsonl      {"prompt": rendered chat prompt with BOS, "answer": "..."}
+//   DIR/eval/mtp_text.jsonl    {"text": a whole rendered conversation, "prompt": its prompt part}
+// A completion is right when the text after its last </think>, trimmed, equals the answer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+
+namespace dsinfer::runtime {
+
+struct TaskResult {
+  int64_t problems = 0;
+  int64_t correct = 0;
+  int64_t generated_tokens = 0;
+  double seconds = 0.0;
+  std::vector<std::string> failures;  // a few wrong completions, for the report
+  double accuracy() const { return problems ? static_cast<double>(correct) / problems : 0.0; }
+};
+
+// Runs the first `count` problems of a task file (all at once; the engine batches them).
+TaskResult evaluate_task(Engine& engine, const tokenizer::Tokenizer& tokenizer, const std::string& path,
+                         int64_t count, int64_t max_new_tokens);
+
+// The answer a completion gives: the text after its last </think>, trimmed.
+std::string final_answer(const std::string& completion);
+
+struct MtpResult {
+  int64_t positions = 0;             // predictions made over whole conversations
+  int64_t correct = 0;
+  int64_t completion_positions = 0;  // of which the predicted token lies in the answer
+  int64_t completion_correct = 0;
+  double accuracy() const { return positions ? static_cast<double>(correct) / positions : 0.0; }
+  double completion_accuracy() const {
+    return completion_positions ? static_cast<double>(completion_correct) / completion_positions : 0.0;
+  }
+};
+
+// Teacher-forced: the main model's hidden state at i and token i + 1 through MTP module 0; the
+// prediction is right when its argmax is token i + 2.
+MtpResult evaluate_mtp(const model::DeepseekModel& model, const tokenizer::Tokenizer& tokenizer,
+                       const std::string& path, int64_t count);
+
+}  // namespace dsinfer::runtime
