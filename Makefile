@@ -1,12 +1,14 @@
 # The front door. `make serve` runs the server on the bundled model, `make test` runs every test
 # that needs no GPU. `make deps` installs what is missing (tools/setup.sh).
 BUILD ?= build
+MODEL ?= models/dsv3-tiny
+PORT ?= 8000
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 120
 
-.PHONY: deps configure build test test-sanitize fuzz clean
+.PHONY: deps configure build serve test test-sanitize fuzz clean
 
 deps:
 	@tools/setup.sh
@@ -18,6 +20,11 @@ configure: $(BUILD)/build.ninja
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The bundled model behind the OpenAI API, its reasoning in reasoning_content.
+serve: deps build
+	@$(BUILD)/dsinfer serve --model $(MODEL) --served-model-name $(notdir $(MODEL)) --port $(PORT) \
+	  --reasoning-parser deepseek-r1
 
 test: deps build test-sanitize
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "bench_common.h"
+#include "bench/result_file.h"
 #include "cli/flags.h"
 #include "runtime/engine.h"
 #include "runtime/testing_executor.h"

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "bench_common.h"
+#include "bench/result_file.h"
 #include "cli/flags.h"
 #include "core/file.h"
 #include "core/parallel.h"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_common.h"
+#include "bench/result_file.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/json.h"

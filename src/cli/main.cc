@@ -17,7 +17,9 @@ constexpr const char* kUsage =
     "verbs:\n"
     "  serve      serve a model over an OpenAI-compatible API (dsinfer serve --help)\n"
     "  generate   generate text from a prompt (dsinfer generate --help)\n"
-    "  tokenize   encode text or a chat, or decode ids (dsinfer tokenize --help)\n";
+    "  tokenize   encode text or a chat, or decode ids (dsinfer tokenize --help)\n"
+    "  eval       held-out accuracy on checkable tasks (dsinfer eval --help)\n"
+    "  bench      benchmark a server: dsinfer bench serve (dsinfer bench serve --help)\n";
 
 struct Verb {
   const char* name;
@@ -28,6 +30,8 @@ constexpr Verb kVerbs[] = {
     {"serve", dsinfer::cli::run_serve},
     {"generate", dsinfer::cli::run_generate},
     {"tokenize", dsinfer::cli::run_tokenize},
+    {"eval", dsinfer::cli::run_eval},
+    {"bench", dsinfer::cli::run_bench},
 };
 
 }  // namespace

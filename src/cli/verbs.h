@@ -7,5 +7,7 @@ namespace dsinfer::cli {
 int run_generate(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
 int run_serve(int argc, char** argv);
+int run_eval(int argc, char** argv);
+int run_bench(int argc, char** argv);  // dsinfer bench serve
 
 }  // namespace dsinfer::cli

@@ -1,4 +1,4 @@
-#include "bench_common.h"
+#include "bench/result_file.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Rebuilds the README's performance table from the JSON files under bench/results/.
+
+Every benchmark writes {"benchmark", "device", "commit", "date", "config", "figures", "anchor"};
+each figure becomes a row, next to the anchor's figure of the same name when the anchor has one.
+The table replaces what stands between <!-- results:begin --> and <!-- results:end --> in README.md.
+
+Usage: python3 tools/results_table.py [--check]   (--check: exit 1 if the README is out of date)
+"""
+
+import argparse
+import glob
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if value == 0:
+        return "0"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 1:
+        return f"{value:.2f}".rstrip("0").rstrip(".")
+    return f"{value:.3g}"
+
+
+def rows_of(path):
+    with open(path) as f:
+        result = json.load(f)
+    anchor = result.get("anchor") or {}
+    anchor_name = anchor.get("name", "")
+    config = result.get("config", {})
+    summary = ", ".join(f"{k} {v}" for k, v in config.items() if isinstance(v, (int, float, str)) and len(str(v)) < 40)
+    for name, value in result.get("figures", {}).items():
+        if isinstance(value, (dict, list)):
+            continue
+        compared = anchor.get(name)
+        yield [result.get("benchmark", os.path.basename(path)), name.replace("_", " "), number(value),
+               f"{number(compared)} ({anchor_name})" if compared is not None else "",
+               summary, result.get("device", ""), str(result.get("commit", ""))]
+
+
+def table():
+    lines = ["| benchmark | figure | value | anchor | config | device | commit |",
+             "|---|---|---|---|---|---|---|"]
+    for path in sorted(glob.glob(os.path.join(ROOT, "bench", "results", "*.json"))):
+        with open(path) as f:
+            if "figures" not in json.load(f):
+                continue  # an anchor's own file
+        for row in rows_of(path):
+            lines.append("| " + " | ".join(cell.replace("|", "/") for cell in row) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    readme_path = os.path.join(ROOT, "README.md")
+    with open(readme_path) as f:
+        readme = f.read()
+    start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
+    updated = readme[:start] + "\n" + table() + "\n" + readme[end:]
+    if args.check:
+        if updated != readme:
+            print("README.md's performance table is out of date: run python3 tools/results_table.py")
+            return 1
+        return 0
+    with open(readme_path, "w") as f:
+        f.write(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
