@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "bench/result_file.h"
+#include "core/allocator.h"
 #include "cli/flags.h"
 #include "runtime/engine.h"
 #include "runtime/testing_executor.h"
@@ -31,13 +32,16 @@ int run(int argc, char** argv) {
   int64_t steps = flags.get_int("steps");
 
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(flags.get_string("tokenizer"));
-  int64_t context = prompt_length + steps * 4;
+  // Room for many more tokens than the measured steps: every sequence must still be decoding at
+  // the end of the window.
+  int64_t max_tokens = steps * 20;
+  int64_t context = prompt_length + max_tokens;
   int64_t pages = sequences * ((context + 63) / 64 + 1);
   runtime::EngineConfig config;
   config.max_num_seqs = sequences;
   config.max_num_batched_tokens = 8192;
   auto executor = std::make_unique<runtime::HashingExecutor>(tokenizer.vocab_size(), pages, context + 64,
-                                                             std::vector<int32_t>{});
+                                                             std::vector<int32_t>{}, 16, /*light=*/true);
   runtime::Engine engine(std::move(executor), tokenizer, config);
 
   std::mutex mutex;
@@ -48,10 +52,10 @@ int run(int argc, char** argv) {
     for (int64_t p = 0; p < prompt_length; ++p) prompt.push_back(static_cast<int32_t>(16 + (p * 7 + i * 13) % 1000));
     runtime::RequestOptions options;
     options.sampling.temperature = 0.0f;
-    options.max_tokens = steps * 3;
+    options.max_tokens = max_tokens;
     options.ignore_eos = true;
     options.stop = {"never appears \x01"};  // exercise the stop-string path too
-    engine.submit(std::move(prompt), options, [&](runtime::StreamOutput output) {
+    engine.submit(std::move(prompt), options, [&](const runtime::StreamOutput& output) {
       if (!output.finished) return;
       std::lock_guard<std::mutex> lock(mutex);
       ++finished;
@@ -61,12 +65,13 @@ int run(int argc, char** argv) {
   // Wait until every sequence decodes, then measure a window of steps.
   while (engine.stats().running < sequences || engine.stats().waiting > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the last prompt chunks
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the last prompt chunks
   engine.take_overhead_us();
   int64_t start_steps = engine.stats().steps;
   while (engine.stats().steps - start_steps < steps) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   double overhead_us = engine.take_overhead_us();
   runtime::EngineStats stats = engine.stats();
+  DSINFER_CHECK(stats.running == sequences, "only ", stats.running, " sequences ran through the window");
   std::printf("engine overhead: %.1f us per step at %ld running sequences (target < 50 us)\n", overhead_us,
               static_cast<long>(stats.running));
 
@@ -93,6 +98,7 @@ int run(int argc, char** argv) {
 }  // namespace dsinfer::bench
 
 int main(int argc, char** argv) {
+  dsinfer::keep_freed_memory();  // as the dsinfer binary does
   try {
     return dsinfer::bench::run(argc, argv);
   } catch (const std::exception& error) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/verbs.h"
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace {
@@ -37,6 +38,7 @@ constexpr Verb kVerbs[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dsinfer::keep_freed_memory();
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 1 : 0;

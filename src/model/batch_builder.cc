@@ -7,6 +7,18 @@ BatchBuilder::BatchBuilder(int page_size) {
   batch_.attention.query_start.push_back(0);
 }
 
+void BatchBuilder::reserve(size_t sequences, size_t tokens, size_t page_ids) {
+  backend::AttentionBatch& attention = batch_.attention;
+  batch_.token_ids.reserve(tokens);
+  attention.positions.reserve(tokens);
+  attention.slot_mapping.reserve(tokens);
+  batch_.logit_rows.reserve(sequences);
+  attention.query_start.reserve(sequences + 1);
+  attention.context_lens.reserve(sequences);
+  attention.page_table_start.reserve(sequences + 1);
+  attention.page_ids.reserve(page_ids);
+}
+
 void BatchBuilder::add(std::span<const int32_t> tokens, int32_t start, const std::vector<int32_t>& pages,
                        LogitRows logits) {
   backend::AttentionBatch& attention = batch_.attention;

@@ -18,6 +18,8 @@ class BatchBuilder {
  public:
   explicit BatchBuilder(int page_size = kPageSize);
 
+  // Room for this many sequences, tokens and page ids, so that building allocates once.
+  void reserve(size_t sequences, size_t tokens, size_t page_ids);
   // Adds a sequence's `tokens`, the first at position `start`; `pages` must cover start + size.
   void add(std::span<const int32_t> tokens, int32_t start, const std::vector<int32_t>& pages, LogitRows logits);
   ForwardBatch build(AttentionMode mode = AttentionMode::kAuto);

@@ -20,6 +20,10 @@ bool CapacityScheduler::make_free(int32_t pages) {
 }
 
 void CapacityScheduler::release(Sequence& sequence) {
+  // Full pages of computed tokens stay useful to later prompts (and to this one if it was
+  // preempted and comes back).
+  if (prefix_cache_ && sequence.num_computed >= page_size_)
+    prefix_cache_->insert(std::span(sequence.tokens).first(sequence.num_computed), sequence.pages);
   for (int32_t page : sequence.pages) pool_.release(page);
   sequence.pages.clear();
   sequence.num_computed = 0;
@@ -53,12 +57,15 @@ CapacityResult CapacityScheduler::reserve(const std::vector<PlannedWork>& plan,
     const Sequence& s = *sequences[item.index];
     planned_running[item.index] = !s.pages.empty() || s.num_computed > 0;
   }
-  // Victims for preemption: running sequences, latest arrival first.
+  // Victims for preemption: running sequences, latest arrival first; listed only when needed.
   std::vector<int64_t> victims;
-  for (size_t i = 0; i < sequences.size(); ++i)
-    if (!sequences[i]->pages.empty() || sequences[i]->num_computed > 0) victims.push_back(static_cast<int64_t>(i));
-  std::sort(victims.begin(), victims.end(),
-            [&](int64_t a, int64_t b) { return sequences[a]->arrival > sequences[b]->arrival; });
+  auto list_victims = [&] {
+    if (!victims.empty()) return;
+    for (size_t i = 0; i < sequences.size(); ++i)
+      if (!sequences[i]->pages.empty() || sequences[i]->num_computed > 0) victims.push_back(static_cast<int64_t>(i));
+    std::sort(victims.begin(), victims.end(),
+              [&](int64_t a, int64_t b) { return sequences[a]->arrival > sequences[b]->arrival; });
+  };
   std::vector<bool> preempted(sequences.size(), false);
   auto preempt = [&](int64_t index) {
     preempted[index] = true;
@@ -83,6 +90,7 @@ CapacityResult CapacityScheduler::reserve(const std::vector<PlannedWork>& plan,
     int32_t needed = pages_needed(sequence, tokens);
     // Out of pages: preempt running sequences, latest arrival first; when that is this one, it yields.
     while (!make_free(needed)) {
+      list_victims();
       auto victim = std::find_if(victims.begin(), victims.end(), [&](int64_t v) { return !preempted[v]; });
       if (victim == victims.end()) break;
       preempt(*victim);
@@ -98,9 +106,11 @@ CapacityResult CapacityScheduler::reserve(const std::vector<PlannedWork>& plan,
     result.work.push_back({&sequence, tokens});
   }
   // Work of sequences preempted after they were granted pages is void.
-  std::erase_if(result.work, [&](const ScheduledWork& w) {
-    return std::find(result.preempted.begin(), result.preempted.end(), w.sequence) != result.preempted.end();
-  });
+  if (!result.preempted.empty()) {
+    std::erase_if(result.work, [&](const ScheduledWork& w) {
+      return std::find(result.preempted.begin(), result.preempted.end(), w.sequence) != result.preempted.end();
+    });
+  }
   return result;
 }
 

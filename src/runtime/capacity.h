@@ -34,7 +34,8 @@ class CapacityScheduler {
   // plan[i].index indexes `sequences`. Running sequences are those with pages or computed tokens.
   CapacityResult reserve(const std::vector<PlannedWork>& plan, const std::vector<Sequence*>& sequences);
 
-  // Drops a sequence's holds on its pages (finish, abort, preemption) and forgets its progress.
+  // Offers the sequence's full computed pages to the prefix cache, then drops its holds on its
+  // pages (finish, abort, preemption) and forgets its progress.
   void release(Sequence& sequence);
 
  private:

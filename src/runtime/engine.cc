@@ -79,13 +79,15 @@ struct Engine::Impl {
   bool step();
   PreparedStep prepare();
   void complete(PreparedStep& prepared, const Tensor& logits);
-  void deliver(Sequence& sequence, StreamOutput output);
-  // Ends a request; `last` (tokens and text of this step, if any) goes out with the final output.
-  void finish(Sequence& sequence, FinishReason reason, StreamOutput last = {});
+  void deliver(Sequence& sequence, const StreamOutput& output);
+  // The output handed to sinks, cleared for reuse: a step allocates nothing per token for it.
+  StreamOutput& fresh_output();
+  // Ends a request; `output` (tokens and text of this step, if any) goes out as the final one.
+  void finish(Sequence& sequence, FinishReason reason, StreamOutput& output);
   void abort_sequence(Sequence& sequence) {
-    StreamOutput last;
-    last.text = sequence.stop->flush();  // text held back for a possible stop string
-    finish(sequence, FinishReason::kAbort, std::move(last));
+    StreamOutput& last = fresh_output();
+    sequence.stop->flush(last.text);  // text held back for a possible stop string
+    finish(sequence, FinishReason::kAbort, last);
   }
   void drop_finished();
   void publish_stats();
@@ -120,6 +122,7 @@ struct Engine::Impl {
   int64_t steps = 0;
   int64_t preemptions = 0;
   double device_seconds = 0.0;  // this step's model call and sampling
+  StreamOutput scratch;
   std::thread thread;
 };
 
@@ -201,9 +204,9 @@ void Engine::Impl::loop() {
       // rather than spinning.
       lock.unlock();
       for (auto& sequence : waiting) {
-        StreamOutput failure;
+        StreamOutput& failure = fresh_output();
         failure.error = "the request could not be scheduled";
-        finish(*sequence, FinishReason::kError, std::move(failure));
+        finish(*sequence, FinishReason::kError, failure);
       }
       drop_finished();
       lock.lock();
@@ -214,10 +217,10 @@ void Engine::Impl::loop() {
   for (auto& sequence : waiting) abort_sequence(*sequence);
   lock.lock();
   for (auto& sequence : inbox) {
-    StreamOutput output;
+    StreamOutput& output = fresh_output();
     output.finished = true;
     output.finish_reason = FinishReason::kAbort;
-    sequence->sink(std::move(output));
+    sequence->sink(output);
   }
   inbox.clear();
   lock.unlock();
@@ -227,6 +230,7 @@ void Engine::Impl::loop() {
 PreparedStep Engine::Impl::prepare() {
   // Candidates: running then waiting, each in arrival order.
   std::vector<Sequence*> all;
+  all.reserve(running.size() + waiting.size());
   for (auto& s : running) all.push_back(s.get());
   for (auto& s : waiting) all.push_back(s.get());
   std::vector<Candidate> candidates;
@@ -244,14 +248,7 @@ PreparedStep Engine::Impl::prepare() {
     s->state = RequestState::kWaiting;
     ++preemptions;
   }
-  // Move preempted sequences to the front of the waiting queue and admitted ones to running.
-  std::vector<std::unique_ptr<Sequence>> still_running;
-  std::deque<std::unique_ptr<Sequence>> back_to_waiting;
-  for (auto& s : running) {
-    if (s->state == RequestState::kWaiting) back_to_waiting.push_back(std::move(s));
-    else still_running.push_back(std::move(s));
-  }
-  running = std::move(still_running);
+  // Admitted sequences move to running; preempted ones to the front of the waiting queue.
   for (const ScheduledWork& w : reserved.work) {
     Sequence& s = *w.sequence;
     if (s.state != RequestState::kWaiting) continue;
@@ -265,10 +262,24 @@ PreparedStep Engine::Impl::prepare() {
     running.push_back(std::move(*it));
     waiting.erase(it);
   }
-  for (auto it = back_to_waiting.rbegin(); it != back_to_waiting.rend(); ++it) waiting.push_front(std::move(*it));
+  if (!reserved.preempted.empty()) {
+    std::vector<std::unique_ptr<Sequence>> still_running, back_to_waiting;
+    for (auto& s : running) {
+      if (s->state == RequestState::kWaiting) back_to_waiting.push_back(std::move(s));
+      else still_running.push_back(std::move(s));
+    }
+    running = std::move(still_running);
+    for (auto it = back_to_waiting.rbegin(); it != back_to_waiting.rend(); ++it) waiting.push_front(std::move(*it));
+  }
 
   PreparedStep prepared;
   model::BatchBuilder builder;
+  size_t tokens = 0, page_ids = 0;
+  for (const ScheduledWork& w : reserved.work) {
+    tokens += static_cast<size_t>(w.num_tokens);
+    page_ids += w.sequence->pages.size();
+  }
+  builder.reserve(reserved.work.size(), tokens, page_ids);
   for (const ScheduledWork& w : reserved.work) {
     Sequence& s = *w.sequence;
     bool samples = s.num_computed + w.num_tokens == static_cast<int64_t>(s.tokens.size());
@@ -284,20 +295,25 @@ PreparedStep Engine::Impl::prepare() {
 void Engine::Impl::complete(PreparedStep& prepared, const Tensor& logits) {
   for (const ScheduledWork& w : prepared.work) {
     Sequence& s = *w.sequence;
-    int64_t full_pages_before = s.num_computed / model::kPageSize;
+    bool prompt_done_now = s.num_computed < s.prompt_length && s.num_computed + w.num_tokens >= s.prompt_length;
     s.num_computed += w.num_tokens;
-    if (prefix_cache && s.num_computed / model::kPageSize > full_pages_before)
-      prefix_cache->insert(std::span(s.tokens).first(s.num_computed), s.pages);
+    // The prompt's pages are offered to the prefix cache once it is computed; the rest of the
+    // sequence's pages when it releases them (capacity.h), so decoding never walks the tree.
+    if (prefix_cache && prompt_done_now) prefix_cache->insert(std::span(s.tokens).first(s.num_computed), s.pages);
   }
   if (prepared.sampling.empty()) return;
   int64_t vocab = logits.dim(1);
   std::vector<backend::SamplingParams> params;
   std::vector<float> uniforms;
-  std::vector<std::vector<float>> raw_logits(prepared.sampling.size());  // logprobs are of the raw model output
+  // Logprobs are of the raw model output: rows that want them keep a copy before processing.
+  std::vector<std::vector<float>> raw_logits;
   for (size_t row = 0; row < prepared.sampling.size(); ++row) {
     Sequence& s = *prepared.sampling[row];
     float* row_logits = logits.data<float>() + row * vocab;
-    if (s.options.logprobs >= 0) raw_logits[row].assign(row_logits, row_logits + vocab);
+    if (s.options.logprobs >= 0) {
+      raw_logits.resize(prepared.sampling.size());
+      raw_logits[row].assign(row_logits, row_logits + vocab);
+    }
     bool under_min = s.output_length() < s.options.min_tokens;
     static const std::vector<int32_t> kNone;
     process_logits(row_logits, vocab, s.options.sampling, s.sampler, under_min ? s.stop->stop_ids() : kNone);
@@ -309,10 +325,11 @@ void Engine::Impl::complete(PreparedStep& prepared, const Tensor& logits) {
   device_seconds += seconds_between(sample_start, Clock::now());
 
   Clock::time_point now = Clock::now();
+  metrics.generation_tokens += prepared.sampling.size();
   for (size_t row = 0; row < prepared.sampling.size(); ++row) {
     Sequence& s = *prepared.sampling[row];
     int32_t token = tokens[row];
-    StreamOutput output;
+    StreamOutput& output = fresh_output();
     if (s.options.logprobs >= 0)
       output.logprobs.push_back(token_logprobs(raw_logits[row].data(), vocab, token, s.options.logprobs));
     s.tokens.push_back(token);
@@ -325,25 +342,36 @@ void Engine::Impl::complete(PreparedStep& prepared, const Tensor& logits) {
       metrics.inter_token_latency.observe(seconds_between(s.last_token_time, now));
     }
     s.last_token_time = now;
-    ++metrics.generation_tokens;
     bool at_limit = static_cast<int64_t>(s.tokens.size()) >= s.max_length;
-    StopChecker::Step step = s.stop->push(token, s.output_length(), at_limit);
+    StopChecker::Step step = s.stop->push(token, s.output_length(), at_limit, output.text);
     output.token_ids.push_back(token);
-    output.text = std::move(step.text);
     if (step.finish != FinishReason::kNone) {
       output.stop_reason = std::move(step.stop_reason);
-      finish(s, step.finish, std::move(output));
+      finish(s, step.finish, output);
       continue;
     }
-    deliver(s, std::move(output));
+    deliver(s, output);
   }
 }
 
-void Engine::Impl::deliver(Sequence& sequence, StreamOutput output) {
-  if (sequence.sink) sequence.sink(std::move(output));
+void Engine::Impl::deliver(Sequence& sequence, const StreamOutput& output) {
+  if (sequence.sink) sequence.sink(output);
 }
 
-void Engine::Impl::finish(Sequence& sequence, FinishReason reason, StreamOutput output) {
+StreamOutput& Engine::Impl::fresh_output() {
+  StreamOutput& out = scratch;
+  out.token_ids.clear();
+  out.text.clear();
+  out.logprobs.clear();
+  out.finished = false;
+  out.finish_reason = FinishReason::kNone;
+  out.stop_reason.clear();
+  out.error.clear();
+  out.prompt_tokens = out.completion_tokens = out.cached_tokens = 0;
+  return out;
+}
+
+void Engine::Impl::finish(Sequence& sequence, FinishReason reason, StreamOutput& output) {
   Clock::time_point now = Clock::now();
   capacity.release(sequence);
   sequence.state = reason == FinishReason::kAbort ? RequestState::kAborted : RequestState::kFinished;
@@ -365,7 +393,7 @@ void Engine::Impl::finish(Sequence& sequence, FinishReason reason, StreamOutput 
     if (sequence.output_length() > 1)
       metrics.time_per_output_token.observe((e2e - sequence.ttft_seconds) / (sequence.output_length() - 1));
   }
-  deliver(sequence, std::move(output));
+  deliver(sequence, output);
 }
 
 void Engine::Impl::drop_finished() {

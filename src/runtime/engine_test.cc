@@ -32,14 +32,14 @@ struct Collector {
   int deliveries = 0;
 
   StreamSink sink() {
-    return [this](StreamOutput output) {
+    return [this](const StreamOutput& output) {
       std::lock_guard<std::mutex> lock(mutex);
       tokens.insert(tokens.end(), output.token_ids.begin(), output.token_ids.end());
       text += output.text;
       ++deliveries;
       if (output.finished) {
         done = true;
-        last = std::move(output);
+        last = output;
         done_cv.notify_all();
       }
     };

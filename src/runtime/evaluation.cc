@@ -64,7 +64,7 @@ TaskResult evaluate_task(Engine& engine, const tokenizer::Tokenizer& tokenizer, 
     RequestOptions options;
     options.sampling.temperature = 0.0f;
     options.max_tokens = std::min(max_new_tokens, engine.max_model_len() - static_cast<int64_t>(prompt.size()));
-    engine.submit(std::move(prompt), options, [&, i](StreamOutput output) {
+    engine.submit(std::move(prompt), options, [&, i](const StreamOutput& output) {
       std::lock_guard<std::mutex> lock(mutex);
       pending[i].text += output.text;
       pending[i].tokens += static_cast<int64_t>(output.token_ids.size());

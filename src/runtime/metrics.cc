@@ -26,9 +26,12 @@ Histogram::Histogram(std::vector<double> bounds)
 
 void Histogram::observe(double value) {
   size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
-  counts_[bucket].fetch_add(1, std::memory_order_relaxed);
-  sum_.fetch_add(value, std::memory_order_relaxed);
-  count_.fetch_add(1, std::memory_order_relaxed);
+  auto bump = [](std::atomic<uint64_t>& counter) {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  };
+  bump(counts_[bucket]);
+  sum_.store(sum_.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
+  bump(count_);
 }
 
 Histogram::Snapshot Histogram::snapshot() const {

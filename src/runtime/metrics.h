@@ -9,7 +9,8 @@
 
 namespace dsinfer::runtime {
 
-// Lock-free: the engine thread observes once per token; readers take snapshots.
+// One writer (the engine thread, once per token), any number of readers taking snapshots: the
+// writer updates with plain relaxed loads and stores, no read-modify-write instructions.
 class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);  // upper bounds, ascending (seconds)

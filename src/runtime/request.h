@@ -61,7 +61,8 @@ struct StreamOutput {
   int64_t cached_tokens = 0;        // prompt tokens served from the prefix cache
 };
 
-using StreamSink = std::function<void(StreamOutput)>;
+// Called on the engine's thread; the output is only valid during the call (the engine reuses it).
+using StreamSink = std::function<void(const StreamOutput&)>;
 using RequestId = uint64_t;
 using Clock = std::chrono::steady_clock;
 

@@ -17,6 +17,10 @@ void record_token(SamplerState& state, const SamplingOptions& options, int32_t t
 
 void process_logits(float* logits, int64_t vocab, const SamplingOptions& options, const SamplerState& state,
                     const std::vector<int32_t>& banned) {
+  // Most requests use no penalty: do not even touch the (cold) bookkeeping then.
+  bool penalized = options.repetition_penalty != 1.0f || options.frequency_penalty != 0.0f ||
+                   options.presence_penalty != 0.0f;
+  if (!penalized && banned.empty()) return;
   // Hugging Face's repetition penalty: positive logits divided, negative ones multiplied.
   for (int32_t token : state.seen) {
     if (token < 0 || token >= vocab) continue;

@@ -12,8 +12,12 @@ size_t StopChecker::held_back_length() const {
   size_t longest = 0;
   for (const std::string& stop : options_.stop) {
     if (stop.empty()) continue;
-    for (size_t length = std::min(stop.size() - 1, pending_.size()); length > longest; --length) {
-      if (pending_.compare(pending_.size() - length, length, stop, 0, length) == 0) {
+    // Candidates start where the stop string's first byte appears in the tail of pending_.
+    size_t from = pending_.size() > stop.size() - 1 ? pending_.size() - (stop.size() - 1) : 0;
+    for (size_t at = pending_.find(stop[0], from); at != std::string::npos; at = pending_.find(stop[0], at + 1)) {
+      size_t length = pending_.size() - at;
+      if (length <= longest) break;
+      if (pending_.compare(at, length, stop, 0, length) == 0) {
         longest = length;
         break;
       }
@@ -22,16 +26,16 @@ size_t StopChecker::held_back_length() const {
   return longest;
 }
 
-StopChecker::Step StopChecker::push(int32_t token, int64_t output_length, bool at_limit) {
+StopChecker::Step StopChecker::push(int32_t token, int64_t output_length, bool at_limit, std::string& text) {
   Step step;
   bool stop_token = std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end();
   if (stop_token && output_length > options_.min_tokens - 1) {
-    step.text = flush();
+    flush(text);
     step.finish = FinishReason::kStop;
     return step;
   }
   pending_ += detokenizer_.push(token);
-  if (output_length >= options_.min_tokens) {
+  if (output_length >= options_.min_tokens && !options_.stop.empty()) {
     size_t first = std::string::npos;
     const std::string* matched = nullptr;
     for (const std::string& stop : options_.stop) {
@@ -42,7 +46,7 @@ StopChecker::Step StopChecker::push(int32_t token, int64_t output_length, bool a
       }
     }
     if (matched) {
-      step.text = pending_.substr(0, first + (options_.include_stop_str_in_output ? matched->size() : 0));
+      text.append(pending_, 0, first + (options_.include_stop_str_in_output ? matched->size() : 0));
       step.finish = FinishReason::kStop;
       step.stop_reason = *matched;
       pending_.clear();
@@ -50,20 +54,20 @@ StopChecker::Step StopChecker::push(int32_t token, int64_t output_length, bool a
     }
   }
   if (at_limit) {
-    step.text = flush();
+    flush(text);
     step.finish = FinishReason::kLength;
     return step;
   }
   size_t hold = held_back_length();
-  step.text = pending_.substr(0, pending_.size() - hold);
+  text.append(pending_, 0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
   return step;
 }
 
-std::string StopChecker::flush() {
-  std::string out = std::move(pending_) + detokenizer_.finish();
+void StopChecker::flush(std::string& text) {
+  text += pending_;
+  text += detokenizer_.finish();
   pending_.clear();
-  return out;
 }
 
 }  // namespace dsinfer::runtime

@@ -20,14 +20,14 @@ class StopChecker {
   StopChecker(const tokenizer::Tokenizer& tokenizer, const RequestOptions& options, std::vector<int32_t> stop_ids);
 
   struct Step {
-    std::string text;  // text to deliver now
     FinishReason finish = FinishReason::kNone;
     std::string stop_reason;  // the matched stop string
   };
-  // The token just sampled; output_length counts it; at_limit: no room for another token.
-  Step push(int32_t token, int64_t output_length, bool at_limit);
-  // Whatever is held back (for a request that ends for another reason, e.g. abort).
-  std::string flush();
+  // The token just sampled; output_length counts it; at_limit: no room for another token. The text
+  // to deliver now is appended to `text`.
+  Step push(int32_t token, int64_t output_length, bool at_limit, std::string& text);
+  // Appends whatever is held back (for a request that ends for another reason, e.g. abort).
+  void flush(std::string& text);
   // Tokens that must not be sampled yet (stop tokens while under min_tokens).
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
 

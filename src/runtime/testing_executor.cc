@@ -16,9 +16,9 @@ uint64_t mix(uint64_t hash, uint64_t value) {
 }  // namespace
 
 HashingExecutor::HashingExecutor(int64_t vocab, int64_t pages, int64_t max_model_len, std::vector<int32_t> eos_ids,
-                                 int32_t first_token)
+                                 int32_t first_token, bool light)
     : vocab_(vocab), pages_(pages), max_model_len_(max_model_len), eos_ids_(std::move(eos_ids)),
-      first_token_(first_token), slots_(pages * model::kPageSize, -1) {}
+      first_token_(first_token), light_(light), slots_(pages * model::kPageSize, -1) {}
 
 int32_t HashingExecutor::next_token(const std::vector<int32_t>& context) const {
   uint64_t hash = 1469598103934665603ull;
@@ -42,28 +42,40 @@ Tensor HashingExecutor::run(const model::ForwardBatch& batch) {
   // One buffer reused across steps, as a device backend reuses its logits memory: the engine's
   // own time is what the benchmark measures, not the allocator's.
   auto rows = static_cast<int64_t>(batch.logit_rows.size());
-  if (logits_.numel() < rows * vocab_) logits_ = Tensor::empty(DType::kF32, {rows * 2, vocab_});
+  if (logits_.numel() < rows * vocab_) {
+    logits_ = Tensor::empty(DType::kF32, {rows * 2, vocab_});  // zeroed
+    written_.clear();
+  }
+  for (int64_t entry : written_) logits_.data<float>()[entry] = 0.0f;
+  written_.clear();
+  favoured_.clear();
   Tensor logits = logits_.slice(0, rows);
-  std::fill_n(logits.data<float>(), rows * vocab_, 0.0f);
   for (size_t r = 0; r < batch.logit_rows.size(); ++r) {
     int32_t row = batch.logit_rows[r];
     int b = 0;
     while (attention.query_start[b + 1] <= row) ++b;
     std::vector<int32_t> context;
-    for (int32_t p = 0; p <= attention.positions[row]; ++p) {
+    for (int32_t p = light_ ? attention.positions[row] : 0; p <= attention.positions[row]; ++p) {
       int64_t slot = static_cast<int64_t>(attention.pages(b)[p / model::kPageSize]) * model::kPageSize +
                      p % model::kPageSize;
       context.push_back(slots_.at(slot));
     }
-    float* out = logits.data<float>() + r * vocab_;
-    out[next_token(context)] = 10.0f;
-    out[first_token_ + (next_token(context) + 1 - first_token_) % (vocab_ - first_token_)] = 5.0f;
+    int32_t favoured = next_token(context);
+    int32_t second = first_token_ + (favoured + 1 - first_token_) % (vocab_ - first_token_);
+    logits.data<float>()[r * vocab_ + favoured] = 10.0f;
+    logits.data<float>()[r * vocab_ + second] = 5.0f;
+    written_.push_back(r * vocab_ + favoured);
+    written_.push_back(r * vocab_ + second);
+    favoured_.push_back(favoured);
   }
   return logits;
 }
 
 std::vector<int32_t> HashingExecutor::sample(const Tensor& logits, const std::vector<backend::SamplingParams>& params,
                                              const std::vector<float>& uniforms) {
+  // Light mode assumes no logit processing (no penalties), so greedy picks what run() favoured.
+  bool greedy = std::all_of(params.begin(), params.end(), [](const auto& p) { return p.temperature <= 0.0f; });
+  if (light_ && greedy) return favoured_;
   Tensor tokens = backend::cpu::sample(logits, params, uniforms);
   return std::vector<int32_t>(tokens.data<int32_t>(), tokens.data<int32_t>() + tokens.numel());
 }

@@ -3,6 +3,10 @@
 // back through the page table. Any paging mistake (a page shared wrongly, a slot overwritten, a
 // stale prefix) changes the context it reads and so the tokens it produces, which the tests
 // compare against the same hash over the true token sequence.
+//
+// For timing the engine (bench/engine_overhead_bench.cc) it can also stand in for a device that
+// leaves the CPU's caches alone: `light` reads only the last context slot instead of all of them,
+// and greedy rows are answered from the token the step chose rather than by scanning the logits.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +19,7 @@ namespace dsinfer::runtime {
 class HashingExecutor final : public StepExecutor {
  public:
   HashingExecutor(int64_t vocab, int64_t pages, int64_t max_model_len, std::vector<int32_t> eos_ids,
-                  int32_t first_token = 16);
+                  int32_t first_token = 16, bool light = false);
 
   Tensor run(const model::ForwardBatch& batch) override;
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<backend::SamplingParams>& params,
@@ -36,8 +40,11 @@ class HashingExecutor final : public StepExecutor {
   int64_t vocab_, pages_, max_model_len_;
   std::vector<int32_t> eos_ids_;
   int32_t first_token_;
+  bool light_;
   std::vector<int32_t> slots_;  // token written to each cache slot, -1 if none
   Tensor logits_;
+  std::vector<int32_t> favoured_;     // per logits row of the last step: the token given 10.0
+  std::vector<int64_t> written_;      // logits entries set by the last step (cleared by the next)
   int64_t tokens_run_ = 0;
 };
 

@@ -161,7 +161,7 @@ void OpenAIServer::Impl::submit(std::vector<int32_t> prompt, runtime::RequestOpt
     // The stream's head goes out with the first output, from the engine's thread like every chunk
     // after it, so the two stay in order; and a request the engine refuses is still a plain 4xx.
     sink = [responder, head = exchange.stream_head, next = exchange.stream_next,
-            started = false](runtime::StreamOutput output) mutable {
+            started = false](const runtime::StreamOutput& output) mutable {
       if (!started) {
         started = true;
         responder->start_stream(200, std::string(kSseContentType), {{"Cache-Control", "no-cache"}});
@@ -172,7 +172,7 @@ void OpenAIServer::Impl::submit(std::vector<int32_t> prompt, runtime::RequestOpt
     };
   } else {
     auto generation = std::make_shared<Generation>();
-    sink = [responder, generation, answer = exchange.answer](runtime::StreamOutput output) {
+    sink = [responder, generation, answer = exchange.answer](const runtime::StreamOutput& output) {
       generation->add(output);
       if (!output.finished) return;
       if (generation->finish_reason == runtime::FinishReason::kError) {

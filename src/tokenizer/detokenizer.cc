@@ -1,5 +1,7 @@
 #include "tokenizer/detokenizer.h"
 
+#include <algorithm>
+
 #include "core/utf8.h"
 #include "tokenizer/decoder.h"
 
@@ -11,8 +13,13 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool 
 std::string IncrementalDetokenizer::push(int32_t id) {
   std::optional<std::string_view> piece = decoder_.piece(id, skip_special_tokens_);
   if (!piece) return "";
-  if (!first_) pending_ += decoder_.separator();
+  bool separated = !first_ && !decoder_.separator().empty();
   first_ = false;
+  // Most tokens are plain ASCII with nothing held back: nothing to hold or repair.
+  if (pending_.empty() && !separated &&
+      std::all_of(piece->begin(), piece->end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
+    return std::string(*piece);
+  if (separated) pending_ += decoder_.separator();
   pending_ += *piece;
   // Cutting before a lead byte that still waits for its continuation bytes is safe: the lossy
   // reading of the whole never joins that byte to what comes before it.
