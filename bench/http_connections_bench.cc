@@ -1,5 +1,6 @@
 // Probe: the largest number of concurrent streaming connections the HTTP server holds on this
-// machine. Not a test; run it by hand:  http_connections_probe [--max N] [--fd-limit N]
+// machine. Not a test; run it by hand, from the repository root:
+//   build/bench/http_connections_bench [--max N] [--fd-limit N]   (writes bench/results/http_connections.json)
 //
 // The server runs in this process with a handler that starts an SSE stream, sends one event and
 // holds the stream open. The clients run in a forked child, so that each side has its own open-file
@@ -23,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench/result_file.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/strings.h"
@@ -204,6 +206,24 @@ int run_clients(int port_pipe, size_t max_streams, size_t fd_limit) {
   std::printf("largest number of concurrent streaming connections held: %zu\n", best.open);
   std::printf("open-file limit %zu per process; server RSS at that point %.1f MiB\n", fd_limit,
               mib(best.server_rss));
+  Json result;
+  result["benchmark"] = "http_connections";
+  Json config;
+  config["open_file_limit"] = static_cast<int64_t>(fd_limit);
+  config["event_loop_threads"] = 1;
+  config["stream"] = "SSE: one event, then held open until every stream of the step is open";
+  result["config"] = config;
+  Json figures;
+  figures["concurrent_streams_held"] = static_cast<int64_t>(best.open);
+  figures["server_rss_mib"] = mib(best.server_rss);
+  figures["server_kib_per_stream"] = static_cast<double>(best.server_rss - idle_rss) / 1024 /
+                                     static_cast<double>(std::max<size_t>(best.open, 1));
+  result["figures"] = figures;
+  Json anchor;
+  anchor["name"] = "the open-file limit of one process (what stopped the count)";
+  anchor["concurrent_streams_held"] = static_cast<int64_t>(fd_limit);
+  result["anchor"] = anchor;
+  bench::write_result("bench/results/http_connections.json", result);
   return 0;
 }
 
