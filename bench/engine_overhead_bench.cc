@@ -26,6 +26,7 @@ int run(int argc, char** argv) {
   flags.add_int("prompt", "prompt tokens per sequence", 512);
   flags.add_int("steps", "decode steps measured", 400);
   flags.add_string("tokenizer", "DIR", "tokenizer for detokenization", false, "tests/fixtures/models/v3-tiny");
+  flags.add_string("stop", "STRING", "a stop string every request carries (default: none, as in serving benchmarks)");
   flags.add_string("out", "FILE", "result JSON", false, "bench/results/engine_overhead.json");
   if (!flags.parse(argc - 1, argv + 1)) return 0;
   int64_t sequences = flags.get_int("sequences"), prompt_length = flags.get_int("prompt");
@@ -54,7 +55,7 @@ int run(int argc, char** argv) {
     options.sampling.temperature = 0.0f;
     options.max_tokens = max_tokens;
     options.ignore_eos = true;
-    options.stop = {"never appears \x01"};  // exercise the stop-string path too
+    if (flags.has("stop")) options.stop = {flags.get_string("stop")};
     engine.submit(std::move(prompt), options, [&](const runtime::StreamOutput& output) {
       if (!output.finished) return;
       std::lock_guard<std::mutex> lock(mutex);
@@ -81,6 +82,7 @@ int run(int argc, char** argv) {
   config_json["running_sequences"] = stats.running;
   config_json["prompt_tokens"] = prompt_length;
   config_json["measured_steps"] = steps;
+  config_json["stop_strings"] = flags.has("stop") ? 1 : 0;
   config_json["model"] = "stand-in (runtime/testing_executor.h): model call and sampling excluded";
   result["config"] = config_json;
   Json figures;

@@ -16,6 +16,15 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+# The figures worth a row, for benchmarks that report many; the JSON files keep them all.
+HEADLINES = {
+    "serve": ["output_throughput", "qpm", "median_ttft_ms", "median_tpot_ms", "p90_tpot_ms", "max_qpm",
+              "max_qpm_p90_tpot_ms"],
+    "http_connections": ["concurrent_streams_held", "server_kib_per_stream"],
+}
+CONFIG_KEYS = {
+    "serve": ["model", "input_len", "output_len", "num_prompts", "max_concurrency", "request_rate", "slo_tpot_ms"],
+}
 
 
 def number(value):
@@ -35,13 +44,17 @@ def rows_of(path):
         result = json.load(f)
     anchor = result.get("anchor") or {}
     anchor_name = anchor.get("name", "")
+    benchmark = result.get("benchmark", os.path.basename(path))
     config = result.get("config", {})
-    summary = ", ".join(f"{k} {v}" for k, v in config.items() if isinstance(v, (int, float, str)) and len(str(v)) < 40)
+    keys = CONFIG_KEYS.get(benchmark, list(config))
+    summary = ", ".join(f"{k} {config[k]}" for k in keys
+                        if k in config and isinstance(config[k], (int, float, str)) and len(str(config[k])) < 60)
+    headline = HEADLINES.get(benchmark)
     for name, value in result.get("figures", {}).items():
-        if isinstance(value, (dict, list)):
+        if isinstance(value, (dict, list)) or value is None or (headline and name not in headline):
             continue
         compared = anchor.get(name)
-        yield [result.get("benchmark", os.path.basename(path)), name.replace("_", " "), number(value),
+        yield [benchmark, name.replace("_", " "), number(value),
                f"{number(compared)} ({anchor_name})" if compared is not None else "",
                summary, result.get("device", ""), str(result.get("commit", ""))]
 

@@ -101,8 +101,10 @@ CapacityResult CapacityScheduler::reserve(const std::vector<PlannedWork>& plan,
       preempt(item.index);
       continue;
     }
-    std::vector<int32_t> fresh = pool_.allocate(needed);
-    sequence.pages.insert(sequence.pages.end(), fresh.begin(), fresh.end());
+    if (needed > 0) {
+      std::vector<int32_t> fresh = pool_.allocate(needed);
+      sequence.pages.insert(sequence.pages.end(), fresh.begin(), fresh.end());
+    }
     result.work.push_back({&sequence, tokens});
   }
   // Work of sequences preempted after they were granted pages is void.

@@ -123,6 +123,8 @@ struct Engine::Impl {
   int64_t preemptions = 0;
   double device_seconds = 0.0;  // this step's model call and sampling
   StreamOutput scratch;
+  std::vector<Sequence*> step_sequences;
+  std::vector<Candidate> step_candidates;
   std::thread thread;
 };
 
@@ -228,13 +230,13 @@ void Engine::Impl::loop() {
 }
 
 PreparedStep Engine::Impl::prepare() {
-  // Candidates: running then waiting, each in arrival order.
-  std::vector<Sequence*> all;
-  all.reserve(running.size() + waiting.size());
+  // Candidates: running then waiting, each in arrival order (member buffers, reused every step).
+  std::vector<Sequence*>& all = step_sequences;
+  std::vector<Candidate>& candidates = step_candidates;
+  all.clear();
+  candidates.clear();
   for (auto& s : running) all.push_back(s.get());
   for (auto& s : waiting) all.push_back(s.get());
-  std::vector<Candidate> candidates;
-  candidates.reserve(all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     Sequence& s = *all[i];
     bool is_running = s.state >= RequestState::kPrefilling;

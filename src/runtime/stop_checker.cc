@@ -34,6 +34,10 @@ StopChecker::Step StopChecker::push(int32_t token, int64_t output_length, bool a
     step.finish = FinishReason::kStop;
     return step;
   }
+  if (options_.stop.empty() && !at_limit) {  // nothing to hold back
+    text += detokenizer_.push(token);
+    return step;
+  }
   pending_ += detokenizer_.push(token);
   if (output_length >= options_.min_tokens && !options_.stop.empty()) {
     size_t first = std::string::npos;
