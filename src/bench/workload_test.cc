@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/source_path.h"
 #include "core/strings.h"
 #include "tokenizer/tokenizer.h"
 
@@ -79,9 +80,7 @@ TEST(WorkloadTest, TextPromptsOfWords) {
 }
 
 TEST(WorkloadTest, WithATokenizer) {
-  const char* source = std::getenv("DSINFER_SOURCE_DIR");
-  if (source == nullptr) GTEST_SKIP() << "DSINFER_SOURCE_DIR is not set (run through ctest)";
-  const auto tokenizer = tokenizer::Tokenizer::from_dir(std::string(source) + "/tests/fixtures/models/v3-tiny");
+  const auto tokenizer = tokenizer::Tokenizer::from_dir(source_path("tests/fixtures/models/v3-tiny"));
   const PromptVocabulary vocabulary{0, &tokenizer};
   for (const Prompt& prompt : make_prompts(options(10, 64, 8, 0, 3), PromptFormat::kTokenIds, vocabulary)) {
     for (int32_t id : prompt.token_ids) ASSERT_FALSE(tokenizer.is_special(id)) << id;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/source_path.h"
 #include "io/safetensors_writer.h"
 #include "io/test_util.h"
 
@@ -216,11 +217,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, SafetensorsBadHeader, ::testing::ValuesIn(kBadHe
 
 // The fuzzer's seeds say by name what the parser must do with them (fuzz/make_seed_corpus.py).
 TEST(Safetensors, SeedCorpusValidAcceptedBadRejected) {
-  const char* source_dir = std::getenv("DSINFER_SOURCE_DIR");
-  if (source_dir == nullptr) GTEST_SKIP() << "DSINFER_SOURCE_DIR is not set (run through ctest)";
   int seeds = 0;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(source_dir) + "/fuzz/corpus/safetensors_header")) {
+  for (const auto& entry : std::filesystem::directory_iterator(source_path("fuzz/corpus/safetensors_header"))) {
     std::string name = entry.path().filename().string();
     bool valid = name.starts_with("valid_");
     if (!valid && !name.starts_with("bad_")) continue;  // regression inputs: only "no crash" is asked of them

@@ -12,17 +12,14 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "core/npy.h"
+#include "core/source_path.h"
 #include "model/batch_builder.h"
 #include "model/deepseek_model.h"
 
 namespace dsinfer::model {
 namespace {
 
-std::string fixture_dir(const std::string& name) {
-  const char* root = std::getenv("DSINFER_SOURCE_DIR");
-  if (root == nullptr) throw Error("DSINFER_SOURCE_DIR is not set (run the tests through ctest)");
-  return std::string(root) + "/tests/fixtures/models/" + name;
-}
+std::string fixture_dir(const std::string& name) { return source_path("tests/fixtures/models/" + name); }
 
 struct Case {
   std::vector<int32_t> prompt;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/source_path.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/testing_executor.h"
@@ -15,11 +16,7 @@
 namespace dsinfer::runtime {
 namespace {
 
-std::string fixture(const std::string& name) {
-  const char* root = std::getenv("DSINFER_SOURCE_DIR");
-  if (root == nullptr) throw Error("DSINFER_SOURCE_DIR is not set (run the tests through ctest)");
-  return std::string(root) + "/tests/fixtures/models/" + name;
-}
+std::string fixture(const std::string& name) { return source_path("tests/fixtures/models/" + name); }
 
 // Collects a request's stream; wait() blocks until the last delivery.
 struct Collector {

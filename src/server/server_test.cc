@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/json.h"
+#include "core/source_path.h"
 #include "core/strings.h"
 #include "server/openai_server.h"
 #include "tokenizer/chat/chat_template.h"
@@ -18,11 +19,7 @@
 namespace dsinfer::server {
 namespace {
 
-std::string fixture_dir() {
-  const char* root = std::getenv("DSINFER_SOURCE_DIR");
-  if (root == nullptr) throw Error("DSINFER_SOURCE_DIR is not set (run the tests through ctest)");
-  return std::string(root) + "/tests/fixtures/models/v3-tiny";
-}
+std::string fixture_dir() { return source_path("tests/fixtures/models/v3-tiny"); }
 
 chat::ChatTemplate chat_template_of(const std::string& dir) {
   return chat::ChatTemplate::from_tokenizer_config(Json::parse(read_file(dir + "/tokenizer_config.json")), dir);

@@ -13,22 +13,13 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/json.h"
+#include "core/source_path.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsinfer::tokenizer::test_util {
 
-// The repository root, from DSINFER_SOURCE_DIR (ctest sets it). Throws when unset, so a test run
-// outside ctest fails loudly instead of passing with nothing checked.
-inline std::string source_dir() {
-  const char* root = std::getenv("DSINFER_SOURCE_DIR");
-  if (root == nullptr || *root == '\0') {
-    throw Error("DSINFER_SOURCE_DIR is not set (run the tests through ctest)");
-  }
-  return root;
-}
-
 inline std::string fixture_path(std::string_view relative) {
-  return source_dir() + "/tests/fixtures/" + std::string(relative);
+  return source_path("tests/fixtures/" + std::string(relative));
 }
 
 inline Json load_fixture(std::string_view relative) {
