@@ -20,6 +20,13 @@ namespace dsinfer::server {
 namespace {
 
 std::string fixture_dir() { return source_path("tests/fixtures/models/v3-tiny"); }
+std::string bundled_model_dir() { return source_path("models/dsv3-tiny"); }
+
+ServerOptions tiny_options() {
+  ServerOptions options;
+  options.served_model_name = "tiny";
+  return options;
+}
 
 chat::ChatTemplate chat_template_of(const std::string& dir) {
   return chat::ChatTemplate::from_tokenizer_config(Json::parse(read_file(dir + "/tokenizer_config.json")), dir);
@@ -28,14 +35,14 @@ chat::ChatTemplate chat_template_of(const std::string& dir) {
 // A server over the fixture model; each test makes its own with the engine settings it needs.
 class Served {
  public:
-  explicit Served(runtime::EngineConfig config = {}, ServerOptions options = {})
-      : dir_(fixture_dir()),
+  explicit Served(runtime::EngineConfig config = {}, ServerOptions options = tiny_options(),
+                  std::string dir = fixture_dir())
+      : dir_(std::move(dir)),
         backend_(backend::make_cpu_backend()),
         model_(model::DeepseekModel::load(dir_, *backend_)),
         tokenizer_(tokenizer::Tokenizer::from_dir(dir_)),
         chat_template_(chat_template_of(dir_)),
         engine_(*model_, tokenizer_, config) {
-    options.served_model_name = "tiny";
     options.http.port = 0;
     server_ = std::make_unique<OpenAIServer>(options);
     server_->start();
@@ -312,7 +319,7 @@ struct BadCase {
 };
 
 TEST(Server, BadInputGetsOpenAIErrorsAndTheServerSurvives) {
-  ServerOptions options;
+  ServerOptions options = tiny_options();
   options.http.max_body_bytes = 1 << 20;
   Served served({}, options);
   std::string too_long = completion_body(prompt_of(300, 1), 4, false);  // the context is 256
@@ -352,7 +359,7 @@ TEST(Server, BadInputGetsOpenAIErrorsAndTheServerSurvives) {
 }
 
 TEST(Server, ApiKeyIsRequiredWhenSet) {
-  ServerOptions options;
+  ServerOptions options = tiny_options();
   options.api_key = "sekret";
   Served served({}, options);
   HttpClientResponse missing = served.fetch("GET", "/v1/models");
@@ -364,6 +371,23 @@ TEST(Server, ApiKeyIsRequiredWhenSet) {
   right.headers.push_back({"Authorization", "Bearer sekret"});
   EXPECT_EQ(served.client().fetch(right).status, 200);
   EXPECT_EQ(served.fetch("GET", "/health").status, 200);  // health needs no key
+}
+
+TEST(Server, TheBundledModelReasonsAndAnswersASum) {
+  // What `make serve` serves and the README shows: the reasoning in reasoning_content, the sum in content.
+  ServerOptions options;
+  options.reasoning = true;
+  options.served_model_name = "dsv3-tiny";
+  Served served({}, options, bundled_model_dir());
+  HttpClientResponse response = served.fetch(
+      "POST", "/v1/chat/completions",
+      R"({"model": "dsv3-tiny", "messages": [{"role": "user", "content": "123+456"}], "temperature": 0})");
+  ASSERT_EQ(response.status, 200) << response.body;
+  Json choice = Json::parse(response.body).find("choices")->at(0);
+  const Json* message = choice.find("message");
+  EXPECT_NE(message->find("reasoning_content")->as_string().find("123 + 456 = 579"), std::string::npos);
+  EXPECT_EQ(std::string(trim(message->find("content")->as_string())), "579");
+  EXPECT_EQ(choice.find("finish_reason")->as_string(), "stop");
 }
 
 TEST(Server, TokenizeAndDetokenize) {
