@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "runtime/generate.h"
+#include "runtime/uniform_source.h"
 #include "runtime/request.h"
 
 namespace dsinfer::runtime {
