@@ -62,6 +62,27 @@ class Served {
   HttpClientResponse fetch(std::string method, std::string target, std::string body = "") {
     return client_.fetch(call(std::move(method), std::move(target), std::move(body)));
   }
+  // Posts every body to `target` at once and waits for all the answers, in the bodies' order.
+  std::vector<HttpClientResponse> post_all(const std::string& target, const std::vector<std::string>& bodies) {
+    std::vector<HttpClientResponse> responses(bodies.size());
+    std::mutex mutex;
+    std::condition_variable all_done;
+    size_t done = 0;
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      HttpCall posted = call("POST", target, bodies[i]);
+      posted.on_done = [&, i](const HttpClientResponse& response) {
+        std::lock_guard<std::mutex> lock(mutex);
+        responses[i] = response;
+        ++done;
+        all_done.notify_all();
+      };
+      client_.start(std::move(posted));
+    }
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!all_done.wait_for(lock, std::chrono::seconds(120), [&] { return done == bodies.size(); }))
+      throw Error("concurrent requests did not all finish within 120 s");
+    return responses;
+  }
 
   // Every page free again once no request runs (cached-only pages count as free).
   void expect_pages_returned() {
@@ -224,27 +245,11 @@ TEST(Server, SixtyFourConcurrentStreamsEachMatchTheRequestRunAlone) {
     ASSERT_EQ(response.status, 200);
     alone[i] = streamed_text(response.body, false);
   }
-  std::mutex mutex;
-  std::condition_variable all_done;
-  int done = 0;
-  std::vector<HttpClientResponse> together(kRequests);
-  for (int i = 0; i < kRequests; ++i) {
-    HttpCall call = served.call("POST", "/v1/completions", bodies[i]);
-    call.on_done = [&, i](const HttpClientResponse& response) {
-      std::lock_guard<std::mutex> lock(mutex);
-      together[i] = response;
-      ++done;
-      all_done.notify_all();
-    };
-    served.client().start(std::move(call));
-  }
-  std::unique_lock<std::mutex> lock(mutex);
-  ASSERT_TRUE(all_done.wait_for(lock, std::chrono::seconds(120), [&] { return done == kRequests; }));
+  std::vector<HttpClientResponse> together = served.post_all("/v1/completions", bodies);
   for (int i = 0; i < kRequests; ++i) {
     ASSERT_EQ(together[i].status, 200) << together[i].error;
     EXPECT_EQ(streamed_text(together[i].body, false), alone[i]) << "request " << i;
   }
-  lock.unlock();
   served.expect_pages_returned();
 }
 
@@ -270,29 +275,13 @@ TEST(Server, PreemptionInATinyPoolStillGivesTheSameOutputs) {
   std::vector<std::string> bodies, alone;
   for (int i = 0; i < 8; ++i) bodies.push_back(completion_body(prompt_of(100 + i, i), 60, false, R"(, "ignore_eos": true)"));
   for (const std::string& body : bodies) alone.push_back(served.fetch("POST", "/v1/completions", body).body);
-  std::vector<HttpClientResponse> together(bodies.size());
-  std::mutex mutex;
-  std::condition_variable all_done;
-  size_t done = 0;
-  for (size_t i = 0; i < bodies.size(); ++i) {
-    HttpCall call = served.call("POST", "/v1/completions", bodies[i]);
-    call.on_done = [&, i](const HttpClientResponse& response) {
-      std::lock_guard<std::mutex> lock(mutex);
-      together[i] = response;
-      ++done;
-      all_done.notify_all();
-    };
-    served.client().start(std::move(call));
-  }
-  std::unique_lock<std::mutex> lock(mutex);
-  ASSERT_TRUE(all_done.wait_for(lock, std::chrono::seconds(120), [&] { return done == bodies.size(); }));
+  std::vector<HttpClientResponse> together = served.post_all("/v1/completions", bodies);
   EXPECT_GT(served.engine().stats().preemptions, 0);
   for (size_t i = 0; i < bodies.size(); ++i) {
     Json a = Json::parse(alone[i]), b = Json::parse(together[i].body);
     EXPECT_EQ(a.find("choices")->at(0).find("text")->as_string(), b.find("choices")->at(0).find("text")->as_string())
         << "request " << i;
   }
-  lock.unlock();
   served.expect_pages_returned();
 }
 
