@@ -57,6 +57,28 @@ void softmax(float* scores, int64_t n) {
   for (int64_t j = 0; j < n; ++j) scores[j] *= inverse;
 }
 
+// The loop both forms share: for every (token, head) of the step, softmax of score(t, h, b, j)
+// over the keys j the token sees, then the weighted sum of value(t, h, b, j) rows of `width`.
+template <typename Score, typename Value>
+Tensor attend(const AttentionBatch& batch, int64_t T, int64_t H, int64_t width, Score score, Value value) {
+  std::vector<int> owner = sequence_of_tokens(batch);
+  Tensor out = Tensor::empty(DType::kF32, {T, H, width});
+  parallel_for(T * H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t t = item / H, h = item % H;
+      int b = owner[t];
+      int64_t visible = batch.positions[t] + 1;
+      scores.resize(visible);
+      for (int64_t j = 0; j < visible; ++j) scores[j] = score(t, h, b, j);
+      softmax(scores.data(), visible);
+      float* output = out.data<float>() + (t * H + h) * width;
+      for (int64_t j = 0; j < visible; ++j) axpy(scores[j], value(h, b, j), output, width);
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 void write_cache(Tensor& cache, const Tensor& latent, const AttentionBatch& batch) {
@@ -104,30 +126,15 @@ Tensor attention_expanded(const Tensor& q, const Tensor& kv, const Tensor& k_rop
   for (int b = 0; b < batch.num_sequences(); ++b) key_start[b + 1] = key_start[b] + batch.context_lens[b];
   DSINFER_CHECK(key_start.back() == kv.dim(0), "attention_expanded: ", kv.dim(0), " keys for contexts totalling ",
                 key_start.back());
-  std::vector<int> owner = sequence_of_tokens(batch);
-  Tensor out = Tensor::empty(DType::kF32, {T, H, dv});
-  parallel_for(T * H, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
-    for (int64_t item = begin; item < end; ++item) {
-      int64_t t = item / H, h = item % H;
-      int b = owner[t];
-      int64_t visible = batch.positions[t] + 1;
-      const float* query = q.data<float>() + (t * H + h) * (dn + dr);
-      scores.resize(visible);
-      for (int64_t j = 0; j < visible; ++j) {
-        int64_t key = key_start[b] + j;
-        const float* k_nope = kv.data<float>() + (key * H + h) * (dn + dv);
-        scores[j] = scale * (dot(query, k_nope, dn) + dot(query + dn, k_rope.data<float>() + key * dr, dr));
-      }
-      softmax(scores.data(), visible);
-      float* output = out.data<float>() + (t * H + h) * dv;
-      for (int64_t j = 0; j < visible; ++j) {
-        const float* value = kv.data<float>() + ((key_start[b] + j) * H + h) * (dn + dv) + dn;
-        axpy(scores[j], value, output, dv);
-      }
-    }
-  });
-  return out;
+  const float* keys = kv.data<float>();
+  auto score = [&](int64_t t, int64_t h, int b, int64_t j) {
+    const float* query = q.data<float>() + (t * H + h) * (dn + dr);
+    int64_t key = key_start[b] + j;
+    return scale * (dot(query, keys + (key * H + h) * (dn + dv), dn) +
+                    dot(query + dn, k_rope.data<float>() + key * dr, dr));
+  };
+  auto value = [&](int64_t h, int b, int64_t j) { return keys + ((key_start[b] + j) * H + h) * (dn + dv) + dn; };
+  return attend(batch, T, H, dv, score, value);
 }
 
 Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionBatch& batch, float scale,
@@ -138,25 +145,13 @@ Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionB
   DSINFER_CHECK(cache.dim(2) == width && latent_width > 0 && latent_width <= width, "attention_absorbed: q ",
                 q.shape().to_string(), " does not match cache ", cache.shape().to_string());
   check_batch(batch, T, "attention_absorbed");
-  std::vector<int> owner = sequence_of_tokens(batch);
-  Tensor out = Tensor::empty(DType::kF32, {T, H, latent_width});
-  parallel_for(T * H, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
-    for (int64_t item = begin; item < end; ++item) {
-      int64_t t = item / H, h = item % H;
-      int b = owner[t];
-      int64_t visible = batch.positions[t] + 1;
-      const float* query = q.data<float>() + (t * H + h) * width;
-      scores.resize(visible);
-      for (int64_t j = 0; j < visible; ++j)
-        scores[j] = scale * dot(query, cache.data<float>() + cache_slot(batch, b, j) * width, width);
-      softmax(scores.data(), visible);
-      float* output = out.data<float>() + (t * H + h) * latent_width;
-      for (int64_t j = 0; j < visible; ++j)
-        axpy(scores[j], cache.data<float>() + cache_slot(batch, b, j) * width, output, latent_width);
-    }
-  });
-  return out;
+  // Keys and values are the cached rows themselves: 576-wide scores, the first 512 as values.
+  auto row = [&](int b, int64_t j) { return cache.data<float>() + cache_slot(batch, b, j) * width; };
+  auto score = [&](int64_t t, int64_t h, int b, int64_t j) {
+    return scale * dot(q.data<float>() + (t * H + h) * width, row(b, j), width);
+  };
+  auto value = [&](int64_t, int b, int64_t j) { return row(b, j); };
+  return attend(batch, T, H, latent_width, score, value);
 }
 
 }  // namespace dsinfer::backend::cpu
