@@ -1,11 +1,16 @@
 // The op interface every backend implements. The model calls these and nothing else.
 //
 // The CPU backend (backend/cpu) is the definition: plain, threaded loops in float32. The CUDA
-// backend must compute the same functions; tests compare the two at real DeepSeek shapes.
+// backend computes the same functions in its compute dtype (bf16 activations, float32 accumulation);
+// tests compare the two at real DeepSeek shapes (backend/conformance).
 // Ops return new tensors allocated by the backend; inputs are never modified unless the name
 // says so (`_inplace`). Shapes use T = tokens in the step, H = heads, E = routed experts.
+//
+// Activations an op returns live until the next begin_step() (a device backend takes them from a
+// per-step arena with stable addresses); `empty` and `to_device` memory lives as long as its Tensor.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -37,6 +42,13 @@ struct AttentionBatch {
   }
 };
 
+// The host-side metadata of one forward pass (see Backend::begin_step).
+struct StepContext {
+  std::span<const int32_t> token_ids;             // [T]
+  std::span<const int32_t> logit_rows;            // rows whose logits are wanted
+  std::vector<const AttentionBatch*> batches;     // the whole step, and the parts ops see separately
+};
+
 // The rotary table: cos and sin for every position, [max_positions, rope_dim / 2] float32.
 struct RopeTable {
   Tensor cos;
@@ -62,11 +74,37 @@ struct Routing {
   Tensor weights;     // [T, top_k] float32
 };
 
-// One expert's SiLU-gated MLP: down(silu(gate(x)) * up(x)).
-struct ExpertWeights {
-  Tensor gate;  // [I, hidden]
-  Tensor up;    // [I, hidden]
-  Tensor down;  // [hidden, I]
+// How a linear weight is stored. Each backend computes with the format as it is (FP8 stays FP8 on
+// the GPU); the CPU backend dequantizes inside its op.
+enum class WeightFormat : uint8_t {
+  kDense,     // data f32 or bf16, no scale
+  kFp8Block,  // data f8e4m3, scale f32 per kWeightBlock x kWeightBlock block (DeepSeek's weight_scale_inv)
+  kW4A8,      // reserved: int4 group-128 weights with FP8 activations (dsinfer quantize)
+};
+inline constexpr int64_t kWeightBlock = 128;
+
+// A linear layer's weight, [N, K] (y = x W^T), or a stack of E of them, [E, N, K].
+struct LinearWeight {
+  Tensor data;   // [N, K] or [E, N, K]
+  Tensor scale;  // kFp8Block: [ceil(N / 128), ceil(K / 128)] or [E, ...] float32; else undefined
+  WeightFormat format = WeightFormat::kDense;
+
+  int64_t out_features() const { return data.dim(-2); }
+  int64_t in_features() const { return data.dim(-1); }
+  // Matrix e of a stack, sharing storage.
+  LinearWeight expert(int64_t e) const {
+    LinearWeight one{data.slice(e, e + 1).view({data.dim(1), data.dim(2)}), {}, format};
+    if (scale.defined()) one.scale = scale.slice(e, e + 1).view({scale.dim(1), scale.dim(2)});
+    return one;
+  }
+};
+
+// The routed experts of one MoE layer, stacked so that a grouped GEMM reads them as one tensor:
+// expert e computes down(silu(gate(x)) * up(x)) with gate_up[e] = [gate rows; up rows].
+struct ExpertStack {
+  LinearWeight gate_up;  // [E, 2I, hidden]
+  LinearWeight down;     // [E, hidden, I]
+  int64_t num_experts() const { return gate_up.data.dim(0); }
 };
 
 struct SamplingParams {
@@ -76,15 +114,75 @@ struct SamplingParams {
   float min_p = 0.0f;        // 0: off
 };
 
+// Everything the engine does to a row of logits, done where the logits are (DESIGN: "tokens, not
+// logits, come back"). Per row, in this order:
+//   1. logprobs (when asked) are of the raw logits: log_softmax at the chosen token, and the top N;
+//   2. repetition penalty (Hugging Face's: positive logits divided, negative multiplied) on every
+//      token of the row's history; frequency and presence penalties (OpenAI's: minus
+//      frequency * output count + presence) on tokens with output count > 0;
+//   3. banned tokens (the stop tokens while min_tokens is not reached) get -inf;
+//   4. sampling as SamplingParams says, with the row's uniform draw (greedy rows ignore it).
+struct SamplingRow {
+  SamplingParams params;
+  float repetition_penalty = 1.0f;  // 1: off
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  float uniform = 0.0f;  // this row's draw in [0, 1) from the request's seeded generator
+  int top_logprobs = -1;  // -1: no logprobs; N >= 0: the chosen token's logprob and the top N
+};
+
+struct SamplingBatch {
+  std::vector<SamplingRow> rows;  // [B]
+  // Each row's history for the penalties, CSR: the distinct tokens of prompt and output so far
+  // (only rows with a penalty need any), and how often each appeared in the output.
+  std::vector<int32_t> history_start = {0};  // [B + 1]
+  std::vector<int32_t> history_tokens;
+  std::vector<int32_t> history_output_counts;
+  // Each row's banned tokens, CSR.
+  std::vector<int32_t> banned_start = {0};   // [B + 1]
+  std::vector<int32_t> banned_tokens;
+
+  int num_rows() const { return static_cast<int>(rows.size()); }
+  bool any_logprobs() const {
+    return std::any_of(rows.begin(), rows.end(), [](const SamplingRow& row) { return row.top_logprobs >= 0; });
+  }
+  int max_top_logprobs() const {  // the largest N asked for (0 when none)
+    int n = 0;
+    for (const SamplingRow& row : rows) n = std::max(n, row.top_logprobs);
+    return n;
+  }
+};
+
+// Host tensors (the step's only device-to-host copy).
+struct SampledTokens {
+  Tensor tokens;        // [B] int32
+  Tensor logprobs;      // [B] f32, log_softmax(raw)[token]; undefined when no row asked
+  Tensor top_ids;       // [B, N] int32, N = max_top_logprobs(), most likely first; rows asking
+  Tensor top_logprobs;  // [B, N] f32    fewer than N have their first entries valid
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
+  // The dtype of the activations the ops return (f32 on the CPU, bf16 on the GPU). Weights the model
+  // derives at load time (the absorbed MLA matrices) are stored in it.
+  virtual DType compute_dtype() const = 0;
+
+  // Starts a forward pass: the host arrays every layer reads. A device backend uploads them all with
+  // one async copy from pinned staging and plans per-step work (split-KV) here, not once per layer;
+  // an op later given one of these arrays (the same object or data pointer) reads the uploaded copy.
+  // They must stay alive and unchanged until the next begin_step.
+  virtual void begin_step(const StepContext& step) {}
+  // Waits for the device work queued so far; throws on a device error (a no-op on the CPU).
+  virtual void synchronize() {}
 
   // Memory.
   virtual Tensor empty(DType dtype, Shape shape) = 0;
-  virtual Tensor to_device(const Tensor& host) = 0;  // may share memory on the CPU
+  // A copy on the device (may share memory on the CPU). A host array registered by begin_step gives
+  // its uploaded copy, valid until the next begin_step.
+  virtual Tensor to_device(const Tensor& host) = 0;
   virtual Tensor to_host(const Tensor& tensor) = 0;
 
   // Elementwise and normalisation.
@@ -107,9 +205,12 @@ class Backend {
   virtual Tensor concat_rows(const Tensor& a, const Tensor& b) = 0;
 
   // Matrix products, float32 accumulation.
-  // x [T, K] f32, weight [N, K] (f32 or bf16) -> [T, N]
-  virtual Tensor linear(const Tensor& x, const Tensor& weight) = 0;
-  // x [T, G, K], weight [G, N, K] -> [T, G, N]: one product per group (per attention head).
+  // x [T, K], weight [N, K] in any WeightFormat -> [T, N]
+  virtual Tensor linear(const Tensor& x, const LinearWeight& weight) = 0;
+  // The same product with a float32 result (the MoE router's logits): x [T, K] -> [T, N] f32.
+  virtual Tensor linear_f32(const Tensor& x, const LinearWeight& weight) = 0;
+  // x [T, G, K], weight [G, N, K] (dense, compute dtype or f32) -> [T, G, N]: one product per group
+  // (per attention head).
   virtual Tensor grouped_linear(const Tensor& x, const Tensor& weight) = 0;
 
   // Rotary embedding in place on dims [begin, begin + rope_dim) of the last axis of x [T, G, D],
@@ -137,13 +238,15 @@ class Backend {
   // MoE. logits [T, E] f32, bias [E] (e_score_correction_bias; may be undefined).
   virtual Routing route(const Tensor& logits, const Tensor& bias, const RouterParams& params) = 0;
   // x [T, hidden] -> [T, hidden]: sum over chosen experts of weight * expert(x).
-  virtual Tensor moe_experts(const Tensor& x, const Routing& routing,
-                             const std::vector<ExpertWeights>& experts) = 0;
+  virtual Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) = 0;
 
   // Sampling. logits [B, V] f32 -> [B] int32. One uniform draw per row in `uniforms` [B] (from the
   // caller's seeded generators) makes the op deterministic. Greedy rows ignore their draw.
   virtual Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params,
                         const std::vector<float>& uniforms) = 0;
+  // The whole logits pipeline of SamplingBatch on logits [B, V] f32 (which it may overwrite), the
+  // results copied to the host.
+  virtual SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

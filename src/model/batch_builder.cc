@@ -43,12 +43,77 @@ void BatchBuilder::add(std::span<const int32_t> tokens, int32_t start, const std
     for (int32_t i = 0; i < count; ++i) batch_.logit_rows.push_back(first_row + i);
 }
 
+namespace {
+
+// Sequences [first, last) of `from` as a batch of their own (token rows renumbered from 0).
+backend::AttentionBatch part_of(const backend::AttentionBatch& from, int first, int last) {
+  backend::AttentionBatch part;
+  part.page_size = from.page_size;
+  int32_t row_begin = from.query_start[first], row_end = from.query_start[last];
+  part.positions.assign(from.positions.begin() + row_begin, from.positions.begin() + row_end);
+  part.slot_mapping.assign(from.slot_mapping.begin() + row_begin, from.slot_mapping.begin() + row_end);
+  part.query_start.push_back(0);
+  for (int b = first; b < last; ++b) {
+    part.query_start.push_back(from.query_start[b + 1] - row_begin);
+    part.context_lens.push_back(from.context_lens[b]);
+    part.add_pages(from.pages(b));
+  }
+  return part;
+}
+
+bool takes_absorbed(const ForwardBatch& batch, int b) {
+  if (batch.mode != AttentionMode::kAuto) return batch.mode == AttentionMode::kAbsorbed;
+  return batch.attention.query_start[b + 1] - batch.attention.query_start[b] <= kMaxAbsorbedQueryLen;
+}
+
+// The same batch with its sequences in `order`; logit_rows keep their order and follow their rows.
+ForwardBatch reordered(const ForwardBatch& from, const std::vector<int>& order) {
+  const backend::AttentionBatch& a = from.attention;
+  ForwardBatch out;
+  out.mode = from.mode;
+  out.attention.page_size = a.page_size;
+  out.attention.query_start.push_back(0);
+  std::vector<int32_t> new_row(from.token_ids.size());
+  for (int b : order) {
+    for (int32_t row = a.query_start[b]; row < a.query_start[b + 1]; ++row) {
+      new_row[row] = static_cast<int32_t>(out.token_ids.size());
+      out.token_ids.push_back(from.token_ids[row]);
+      out.attention.positions.push_back(a.positions[row]);
+      out.attention.slot_mapping.push_back(a.slot_mapping[row]);
+    }
+    out.attention.query_start.push_back(static_cast<int32_t>(out.token_ids.size()));
+    out.attention.context_lens.push_back(a.context_lens[b]);
+    out.attention.add_pages(a.pages(b));
+  }
+  for (int32_t row : from.logit_rows) out.logit_rows.push_back(new_row[row]);
+  return out;
+}
+
+}  // namespace
+
 ForwardBatch BatchBuilder::build(AttentionMode mode) {
   batch_.mode = mode;
   ForwardBatch out = std::move(batch_);
   batch_ = ForwardBatch();
   batch_.attention.page_size = out.attention.page_size;
   batch_.attention.query_start.push_back(0);
+
+  // Absorbed-form sequences first (decodes come first from the scheduler already; this only moves
+  // the odd short prompt chunk), so that each form reads a contiguous slice of the step.
+  int sequences = out.attention.num_sequences();
+  std::vector<int> absorbed, expanded;
+  for (int b = 0; b < sequences; ++b) (takes_absorbed(out, b) ? absorbed : expanded).push_back(b);
+  bool in_order = expanded.empty() || absorbed.empty() || absorbed.back() < expanded.front();
+  if (!in_order) {
+    absorbed.insert(absorbed.end(), expanded.begin(), expanded.end());
+    out = reordered(out, absorbed);
+  }
+  out.absorbed_sequences = static_cast<int32_t>(sequences - expanded.size());
+  out.absorbed_tokens = out.attention.query_start[out.absorbed_sequences];
+  if (out.mixed()) {
+    out.absorbed_part = part_of(out.attention, 0, out.absorbed_sequences);
+    out.expanded_part = part_of(out.attention, out.absorbed_sequences, sequences);
+  }
   return out;
 }
 

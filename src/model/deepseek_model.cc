@@ -16,6 +16,8 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint& check
 
   weights.expect_shape("model.embed_tokens.weight", {config_.vocab_size, config_.hidden_size});
   embed_ = weights.linear("model.embed_tokens.weight");
+  DSINFER_CHECK(embed_.format == backend::WeightFormat::kDense, checkpoint.dir(),
+                ": model.embed_tokens.weight must be stored as bf16 or f32");
   norm_ = weights.f32("model.norm.weight");
   if (checkpoint.contains("lm_head.weight")) {
     weights.expect_shape("lm_head.weight", {config_.vocab_size, config_.hidden_size});
@@ -55,14 +57,12 @@ void DeepseekModel::validate(const ForwardBatch& batch) const {
 
 ForwardResult DeepseekModel::forward(const ForwardBatch& batch, LatentCache& cache) const {
   validate(batch);
-  auto T = batch.num_tokens();
-  Tensor ids = backend_.to_device(Tensor::wrap(const_cast<int32_t*>(batch.token_ids.data()), DType::kI32, {T},
-                                               Device::kCpu, nullptr));
-  Tensor residual = backend_.embedding(embed_, ids);  // [T, hidden]
+  backend_.begin_step(batch.step_context());
+  Tensor residual = backend_.embedding(embed_.data, step_token_ids(backend_, batch));  // [T, hidden]
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->forward(residual, batch, cache.layer(i), rope_);
   ForwardResult result;
   result.hidden = backend_.rms_norm(residual, norm_, static_cast<float>(config_.rms_norm_eps));  // [T, hidden]
-  result.logits = backend_.to_host(backend_.linear(backend_.gather_rows(result.hidden, batch.logit_rows), lm_head_));
+  result.logits = logits_on_host(backend_, result.hidden, batch, lm_head_);
   return result;
 }
 
@@ -71,6 +71,7 @@ ForwardResult DeepseekModel::forward_mtp(int module, const Tensor& previous_hidd
   DSINFER_CHECK(module >= 0 && module < num_mtp_modules(), "MTP module ", module, " is not loaded (",
                 num_mtp_modules(), " present)");
   validate(batch);
+  backend_.begin_step(batch.step_context());
   return mtp_[module]->forward(previous_hidden, batch, cache.layer(config_.num_hidden_layers + module), rope_);
 }
 

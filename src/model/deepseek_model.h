@@ -50,7 +50,8 @@ class DeepseekModel {
   io::ModelConfig config_;
   backend::Backend& backend_;
   backend::RopeTable rope_;
-  Tensor embed_, norm_, lm_head_;
+  backend::LinearWeight embed_, lm_head_;
+  Tensor norm_;
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   std::vector<std::unique_ptr<MtpModule>> mtp_;
 };

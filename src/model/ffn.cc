@@ -24,7 +24,7 @@ backend::RouterParams router_params(const io::ModelConfig& config) {
 
 DenseMlp::DenseMlp(const WeightLoader& weights, const std::string& prefix)
     : backend_(weights.backend()),
-      gate_up_(weights.stacked(prefix + "gate_proj.weight", prefix + "up_proj.weight")),
+      gate_up_(weights.concatenated_rows(prefix + "gate_proj.weight", prefix + "up_proj.weight")),
       down_(weights.linear(prefix + "down_proj.weight")) {}
 
 Tensor DenseMlp::forward(const Tensor& x) const {
@@ -37,25 +37,31 @@ Moe::Moe(const WeightLoader& weights, const std::string& prefix)
   const io::ModelConfig& config = weights.config();
   int64_t E = config.n_routed_experts, hidden = config.hidden_size, I = config.moe_intermediate_size;
   weights.expect_shape(prefix + "gate.weight", {E, hidden});
-  gate_ = weights.f32(prefix + "gate.weight");
+  gate_ = {weights.f32(prefix + "gate.weight"), {}, {}};
   if (config.topk_method == io::TopkMethod::kNoauxTc) {
     weights.expect_shape(prefix + "gate.e_score_correction_bias", {E});
     score_bias_ = weights.f32(prefix + "gate.e_score_correction_bias");
   }
-  experts_.reserve(E);
+  // Stacked per layer for grouped GEMMs: gate_up [E, 2I, hidden] (gate rows then up rows of each
+  // expert) and down [E, hidden, I]. gate and up are stacked as separate halves so that FP8 scale
+  // blocks stay aligned for any I.
+  std::vector<std::string> gates, ups, downs;
   for (int64_t e = 0; e < E; ++e) {
     std::string expert = prefix + "experts." + std::to_string(e) + ".";
     weights.expect_shape(expert + "gate_proj.weight", {I, hidden});
     weights.expect_shape(expert + "up_proj.weight", {I, hidden});
     weights.expect_shape(expert + "down_proj.weight", {hidden, I});
-    experts_.push_back({weights.linear(expert + "gate_proj.weight"), weights.linear(expert + "up_proj.weight"),
-                        weights.linear(expert + "down_proj.weight")});
+    gates.push_back(expert + "gate_proj.weight");
+    ups.push_back(expert + "up_proj.weight");
+    downs.push_back(expert + "down_proj.weight");
   }
+  experts_.gate_up = weights.stacked_gate_up(gates, ups);
+  experts_.down = weights.stacked(downs);
   if (config.n_shared_experts > 0) shared_ = std::make_unique<DenseMlp>(weights, prefix + "shared_experts.");
 }
 
 Tensor Moe::forward(const Tensor& x) const {
-  Tensor logits = backend_.linear(x, gate_);                                  // [T, E]
+  Tensor logits = backend_.linear_f32(x, gate_);                              // [T, E] f32
   backend::Routing routing = backend_.route(logits, score_bias_, router_);    // [T, top_k] ids, weights
   Tensor out = backend_.moe_experts(x, routing, experts_);                    // [T, hidden]
   if (shared_) backend_.add_inplace(out, shared_->forward(x));

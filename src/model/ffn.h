@@ -18,8 +18,8 @@ class DenseMlp {
 
  private:
   backend::Backend& backend_;
-  Tensor gate_up_;  // [2I, hidden]: gate_proj rows then up_proj rows
-  Tensor down_;     // [hidden, I]
+  backend::LinearWeight gate_up_;  // [2I, hidden]: gate_proj rows then up_proj rows
+  backend::LinearWeight down_;     // [hidden, I]
 };
 
 class Moe {
@@ -30,9 +30,9 @@ class Moe {
  private:
   backend::Backend& backend_;
   backend::RouterParams router_;
-  Tensor gate_;        // [E, hidden] f32: the router runs in float32
-  Tensor score_bias_;  // [E] e_score_correction_bias (V3), undefined otherwise
-  std::vector<backend::ExpertWeights> experts_;
+  backend::LinearWeight gate_;  // [E, hidden] f32: the router runs in float32
+  Tensor score_bias_;           // [E] e_score_correction_bias (V3), undefined otherwise
+  backend::ExpertStack experts_;
   std::unique_ptr<DenseMlp> shared_;  // null when n_shared_experts == 0
 };
 

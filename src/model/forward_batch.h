@@ -8,22 +8,53 @@
 
 namespace dsinfer::model {
 
-// Which MLA form computes attention. kAuto: absorbed when every sequence adds one token (decode),
-// expanded otherwise (prefill, chunked prefill, verification of several draft tokens).
+// Which MLA form computes attention. kAuto: a sequence that adds at most kMaxAbsorbedQueryLen
+// tokens (a decode, or the verification of a few draft tokens) attends in the absorbed form over
+// the latent cache; longer ones (prompt chunks) in the expanded form. The choice depends on the
+// sequence alone, so its numbers do not depend on what else is in the batch.
 enum class AttentionMode : uint8_t { kAuto, kExpanded, kAbsorbed };
+inline constexpr int32_t kMaxAbsorbedQueryLen = 4;
 
 struct ForwardBatch {
   std::vector<int32_t> token_ids;      // [T]
   backend::AttentionBatch attention;   // positions, context lengths, pages, slots of the T tokens
-  std::vector<int32_t> logit_rows;     // rows of [0, T) whose logits are wanted
+  std::vector<int32_t> logit_rows;     // rows of [0, T) whose logits are wanted, in the caller's order
   AttentionMode mode = AttentionMode::kAuto;
 
+  // The form of each sequence, as BatchBuilder lays the batch out: sequences [0, absorbed_sequences)
+  // (token rows [0, absorbed_tokens)) attend absorbed, the rest expanded. When both kinds are present
+  // the two parts are also given as batches of their own, so attention reads slices, never gathers.
+  int32_t absorbed_sequences = 0;
+  int32_t absorbed_tokens = 0;
+  backend::AttentionBatch absorbed_part;  // set only in a mixed step
+  backend::AttentionBatch expanded_part;  // set only in a mixed step
+
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  bool mixed() const { return absorbed_sequences > 0 && absorbed_sequences < attention.num_sequences(); }
+  // What the backend uploads once per forward pass.
+  backend::StepContext step_context() const {
+    backend::StepContext step{token_ids, logit_rows, {&attention}};
+    if (mixed()) step.batches.insert(step.batches.end(), {&absorbed_part, &expanded_part});
+    return step;
+  }
 };
 
 struct ForwardResult {
   Tensor hidden;  // [T, hidden] after the final norm: what the MTP modules take
   Tensor logits;  // [logit_rows, vocab] float32 on the host
 };
+
+// The step's token ids on the device (the copy begin_step uploaded).
+inline Tensor step_token_ids(backend::Backend& backend, const ForwardBatch& batch) {
+  auto T = batch.num_tokens();
+  return backend.to_device(
+      Tensor::wrap(const_cast<int32_t*>(batch.token_ids.data()), DType::kI32, {T}, Device::kCpu, nullptr));
+}
+
+// head(hidden[logit_rows]) -> [rows, vocab] float32 on the host.
+inline Tensor logits_on_host(backend::Backend& backend, const Tensor& hidden, const ForwardBatch& batch,
+                             const backend::LinearWeight& head) {
+  return backend.to_host(backend.linear_f32(backend.gather_rows(hidden, batch.logit_rows), head));
+}
 
 }  // namespace dsinfer::model

@@ -3,35 +3,6 @@
 #include <algorithm>
 
 namespace dsinfer::model {
-namespace {
-
-// The sequences of `batch` that `pick` selects, as a batch of their own, and their token rows.
-struct SubBatch {
-  backend::AttentionBatch attention;
-  std::vector<int32_t> rows;
-};
-
-template <typename Pick>
-SubBatch select_sequences(const backend::AttentionBatch& batch, Pick pick) {
-  SubBatch sub;
-  sub.attention.page_size = batch.page_size;
-  sub.attention.query_start.push_back(0);
-  for (int b = 0; b < batch.num_sequences(); ++b) {
-    if (!pick(b)) continue;
-    for (int32_t row = batch.query_start[b]; row < batch.query_start[b + 1]; ++row) {
-      sub.rows.push_back(row);
-      sub.attention.positions.push_back(batch.positions[row]);
-      sub.attention.slot_mapping.push_back(batch.slot_mapping[row]);
-    }
-    sub.attention.query_start.push_back(static_cast<int32_t>(sub.rows.size()));
-    sub.attention.context_lens.push_back(batch.context_lens[b]);
-    sub.attention.add_pages(batch.pages(b));
-  }
-  return sub;
-}
-
-}  // namespace
-
 MlaAttention::MlaAttention(const WeightLoader& weights, const std::string& prefix)
     : backend_(weights.backend()) {
   const io::ModelConfig& config = weights.config();
@@ -73,14 +44,14 @@ MlaAttention::MlaAttention(const WeightLoader& weights, const std::string& prefi
         w_uk_t.data<float>()[(h * latent_ + l) * nope_dim_ + i] = head[i * latent_ + l];
     std::copy_n(head + nope_dim_ * latent_, v_dim_ * latent_, w_uv.data<float>() + h * v_dim_ * latent_);
   }
-  w_uk_t_ = backend_.to_device(w_uk_t);
-  w_uv_ = backend_.to_device(w_uv);
+  w_uk_t_ = weights.to_compute(w_uk_t);
+  w_uv_ = weights.to_compute(w_uv);
 }
 
 Tensor MlaAttention::forward(const Tensor& x, const ForwardBatch& batch, Tensor& cache,
                              const backend::RopeTable& rope) const {
   int64_t T = x.dim(0);
-  Tensor q = q_proj_.defined()
+  Tensor q = q_proj_.data.defined()
                  ? backend_.linear(x, q_proj_)
                  : backend_.linear(backend_.rms_norm(backend_.linear(x, q_a_), q_a_norm_, kMlaNormEps), q_b_);
   q = q.view({T, heads_, nope_dim_ + rope_dim_});                   // [T, H, dn + dr]
@@ -92,35 +63,16 @@ Tensor MlaAttention::forward(const Tensor& x, const ForwardBatch& batch, Tensor&
   backend_.rope_inplace(k_rope, 0, batch.attention.positions, rope);
   backend_.write_cache(cache, backend_.concat_last(latent, k_rope.view({T, rope_dim_})), batch.attention);
 
-  const backend::AttentionBatch& attention = batch.attention;
-  auto absorbed_form = [&](int b) {
-    if (batch.mode != AttentionMode::kAuto) return batch.mode == AttentionMode::kAbsorbed;
-    return attention.query_start[b + 1] - attention.query_start[b] == 1;  // decode: one new token
-  };
-  int absorbed_count = 0;
-  for (int b = 0; b < attention.num_sequences(); ++b) absorbed_count += absorbed_form(b);
+  // Each form reads its own slice of the step: absorbed sequences come first (BatchBuilder).
   Tensor out;                                                               // [T, H, dv]
-  if (absorbed_count == attention.num_sequences()) {
-    out = absorbed(q, cache, attention);
-  } else if (absorbed_count == 0) {
-    out = expanded(q, cache, attention);
+  if (!batch.mixed()) {
+    bool absorbed_only = batch.absorbed_sequences == batch.attention.num_sequences();
+    out = absorbed_only ? absorbed(q, cache, batch.attention) : expanded(q, cache, batch.attention);
   } else {
-    // Mixed step: decodes absorbed, prompts expanded, rows put back in batch order.
-    SubBatch decodes = select_sequences(attention, absorbed_form);
-    SubBatch prompts = select_sequences(attention, [&](int b) { return !absorbed_form(b); });
-    Tensor flat = q.view({T, heads_ * (nope_dim_ + rope_dim_)});
-    auto part = [&](const SubBatch& sub, bool absorb) {
-      auto rows = static_cast<int64_t>(sub.rows.size());
-      Tensor q_part = backend_.gather_rows(flat, sub.rows).view({rows, heads_, nope_dim_ + rope_dim_});
-      Tensor o = absorb ? absorbed(q_part, cache, sub.attention) : expanded(q_part, cache, sub.attention);
-      return o.view({rows, heads_ * v_dim_});
-    };
-    Tensor stacked = backend_.concat_rows(part(decodes, true), part(prompts, false));
-    std::vector<int32_t> order(T);
-    for (size_t i = 0; i < decodes.rows.size(); ++i) order[decodes.rows[i]] = static_cast<int32_t>(i);
-    for (size_t i = 0; i < prompts.rows.size(); ++i)
-      order[prompts.rows[i]] = static_cast<int32_t>(decodes.rows.size() + i);
-    out = backend_.gather_rows(stacked, order);
+    int64_t split = batch.absorbed_tokens;
+    Tensor decodes = absorbed(q.slice(0, split), cache, batch.absorbed_part);
+    Tensor prompts = expanded(q.slice(split, T), cache, batch.expanded_part);
+    out = backend_.concat_rows(decodes.view({split, heads_ * v_dim_}), prompts.view({T - split, heads_ * v_dim_}));
   }
   return backend_.linear(out.view({T, heads_ * v_dim_}), o_proj_);        // [T, hidden]
 }

@@ -23,9 +23,9 @@ class MlaAttention {
   // prefix: "model.layers.N.self_attn."
   MlaAttention(const WeightLoader& weights, const std::string& prefix);
 
-  // x [T, hidden] (normed) -> [T, hidden]. Writes this step's latents into `cache` first. Under
-  // AttentionMode::kAuto each sequence takes its own form (absorbed when it adds one token), so a
-  // sequence's numbers do not depend on what else is in the batch.
+  // x [T, hidden] (normed) -> [T, hidden]. Writes this step's latents into `cache` first. Each
+  // sequence attends in the form ForwardBatch gives it (forward_batch.h: absorbed for decodes and
+  // short verifications, expanded for prompt chunks), so its numbers do not depend on the batch.
   Tensor forward(const Tensor& x, const ForwardBatch& batch, Tensor& cache,
                  const backend::RopeTable& rope) const;
 
@@ -36,10 +36,11 @@ class MlaAttention {
   backend::Backend& backend_;
   int64_t heads_, latent_, rope_dim_, nope_dim_, v_dim_;
   float scale_;
-  Tensor q_a_, q_a_norm_, q_b_, q_proj_;  // q_a/q_b when q_lora_rank > 0, else q_proj
-  Tensor kv_a_, kv_a_norm_, kv_b_, o_proj_;
-  Tensor w_uk_t_;  // [H, L, dn] f32: kv_b's key half, transposed per head (absorbs q_nope)
-  Tensor w_uv_;    // [H, dv, L] f32: kv_b's value half (maps latent outputs to v space)
+  backend::LinearWeight q_a_, q_b_, q_proj_;  // q_a/q_b when q_lora_rank > 0, else q_proj
+  backend::LinearWeight kv_a_, kv_b_, o_proj_;
+  Tensor q_a_norm_, kv_a_norm_;               // f32
+  Tensor w_uk_t_;  // [H, L, dn] compute dtype: kv_b's key half, transposed per head (absorbs q_nope)
+  Tensor w_uv_;    // [H, dv, L] compute dtype: kv_b's value half (maps latent outputs to v space)
 };
 
 // MLA uses a fixed epsilon for its inner norms (q_a_layernorm, kv_a_layernorm), as the reference

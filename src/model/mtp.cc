@@ -2,7 +2,8 @@
 
 namespace dsinfer::model {
 
-MtpModule::MtpModule(const WeightLoader& weights, int64_t layer_index, const Tensor& embed, const Tensor& head)
+MtpModule::MtpModule(const WeightLoader& weights, int64_t layer_index, const backend::LinearWeight& embed,
+                     const backend::LinearWeight& head)
     : backend_(weights.backend()), eps_(static_cast<float>(weights.config().rms_norm_eps)) {
   std::string prefix = "model.layers." + std::to_string(layer_index) + ".";
   int64_t hidden = weights.config().hidden_size;
@@ -19,16 +20,14 @@ MtpModule::MtpModule(const WeightLoader& weights, int64_t layer_index, const Ten
 
 ForwardResult MtpModule::forward(const Tensor& previous_hidden, const ForwardBatch& batch, Tensor& cache,
                                  const backend::RopeTable& rope) const {
-  auto T = batch.num_tokens();
-  Tensor ids = backend_.to_device(Tensor::wrap(const_cast<int32_t*>(batch.token_ids.data()), DType::kI32, {T},
-                                               Device::kCpu, nullptr));
-  Tensor embedded = backend_.rms_norm(backend_.embedding(embed_, ids), enorm_, eps_);     // [T, hidden]
+  Tensor embedded = backend_.rms_norm(backend_.embedding(embed_.data, step_token_ids(backend_, batch)), enorm_,
+                                      eps_);                                              // [T, hidden]
   Tensor previous = backend_.rms_norm(previous_hidden, hnorm_, eps_);                     // [T, hidden]
   Tensor residual = backend_.linear(backend_.concat_last(embedded, previous), eh_proj_);  // [T, hidden]
   layer_->forward(residual, batch, cache, rope);
   ForwardResult result;
   result.hidden = backend_.rms_norm(residual, head_norm_, eps_);                          // [T, hidden]
-  result.logits = backend_.to_host(backend_.linear(backend_.gather_rows(result.hidden, batch.logit_rows), head_));
+  result.logits = logits_on_host(backend_, result.hidden, batch, head_);
   return result;
 }
 

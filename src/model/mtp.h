@@ -17,7 +17,8 @@ namespace dsinfer::model {
 class MtpModule {
  public:
   // embed/head: the main model's, used when the module stores none of its own.
-  MtpModule(const WeightLoader& weights, int64_t layer_index, const Tensor& embed, const Tensor& head);
+  MtpModule(const WeightLoader& weights, int64_t layer_index, const backend::LinearWeight& embed,
+            const backend::LinearWeight& head);
 
   // previous_hidden [T, hidden]: the main model's (or the previous module's) normed output for
   // the positions of batch; batch.token_ids are the tokens one step ahead.
@@ -27,8 +28,8 @@ class MtpModule {
  private:
   backend::Backend& backend_;
   float eps_;
-  Tensor embed_, head_;
-  Tensor enorm_, hnorm_, eh_proj_, head_norm_;
+  backend::LinearWeight embed_, head_, eh_proj_;
+  Tensor enorm_, hnorm_, head_norm_;
   std::unique_ptr<DecoderLayer> layer_;
 };
 

@@ -1,12 +1,15 @@
 // Reads a model's weights out of a checkpoint in the form the backend computes with.
 //
-// Linear weights stay in their stored dtype when the backend takes it directly (bf16 and f32 are
-// used straight from the mmap on the CPU, no copy); FP8 blocks and f16 become float32. Small
-// vectors (norm weights, router bias) are always float32.
+// Linear weights keep their stored format (backend::LinearWeight): bf16 and f32 as they are (on the
+// CPU straight from the mmap, no copy), FP8 with 128x128 block scales as FP8 plus its scales, so a
+// published V3/R1 checkpoint goes to the device without a float32 step. f16 and FP8 with another
+// block size become the backend's compute dtype. Small vectors (norm weights, router bias) are
+// always float32.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backend/backend.h"
 #include "io/checkpoint.h"
@@ -19,14 +22,21 @@ class WeightLoader {
   WeightLoader(const io::Checkpoint& checkpoint, const io::ModelConfig& config, backend::Backend& backend)
       : checkpoint_(checkpoint), config_(config), backend_(backend) {}
 
-  // [N, K] weight of a linear layer, bf16 or f32, on the backend's device.
-  Tensor linear(const std::string& name) const;
+  // [N, K] weight of a linear layer, in its stored format, on the backend's device.
+  backend::LinearWeight linear(const std::string& name) const;
+  // Linear weights of one format stacked along a new first axis: [count, N, K] (the routed experts).
+  backend::LinearWeight stacked(const std::vector<std::string>& names) const;
+  // Each expert's gate and up projections stacked along N, then the experts stacked: [E, 2I, K].
+  backend::LinearWeight stacked_gate_up(const std::vector<std::string>& gates,
+                                        const std::vector<std::string>& ups) const;
   // Two linear weights stacked along N: [N_a + N_b, K] (the gate and up projections of an MLP).
-  Tensor stacked(const std::string& first, const std::string& second) const;
+  backend::LinearWeight concatenated_rows(const std::string& first, const std::string& second) const;
   // Any tensor as float32 on the device.
   Tensor f32(const std::string& name) const;
   // Any tensor as float32 on the host, for load-time rearrangement.
   Tensor host_f32(const std::string& name) const;
+  // A host float32 tensor in the backend's compute dtype, on the device.
+  Tensor to_compute(const Tensor& host_f32) const;
   bool contains(const std::string& name) const { return checkpoint_.contains(name); }
   // Throws unless the tensor has the expected shape: "CHECKPOINT: NAME has shape [..], expected [..]".
   void expect_shape(const std::string& name, Shape expected) const;
@@ -35,6 +45,16 @@ class WeightLoader {
   const io::ModelConfig& config() const { return config_; }
 
  private:
+  // The stored bytes of `name` on the host, in a format the backends take (see the file comment).
+  backend::LinearWeight host_linear(const std::string& name) const;
+  // Two stored weights stacked along N, on the host (FP8 whose scale blocks would straddle the two
+  // halves is widened to the compute dtype).
+  backend::LinearWeight host_rows(const std::string& first, const std::string& second) const;
+  backend::LinearWeight stack_to_device(const std::vector<backend::LinearWeight>& host_parts) const;
+  backend::LinearWeight to_device(const backend::LinearWeight& host) const;
+  // A host float32 tensor converted to the backend's compute dtype, still on the host.
+  Tensor compute_host(const Tensor& wide) const;
+
   const io::Checkpoint& checkpoint_;
   const io::ModelConfig& config_;
   backend::Backend& backend_;

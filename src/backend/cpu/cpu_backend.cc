@@ -8,6 +8,7 @@ class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::kCpu; }
+  DType compute_dtype() const override { return DType::kF32; }
 
   Tensor empty(DType dtype, Shape shape) override { return Tensor::empty(dtype, shape); }
   Tensor to_device(const Tensor& host) override { return host; }
@@ -29,7 +30,8 @@ class CpuBackend final : public Backend {
   }
   Tensor concat_rows(const Tensor& a, const Tensor& b) override { return cpu::concat_rows(a, b); }
 
-  Tensor linear(const Tensor& x, const Tensor& weight) override { return cpu::linear(x, weight); }
+  Tensor linear(const Tensor& x, const LinearWeight& weight) override { return cpu::linear(x, weight); }
+  Tensor linear_f32(const Tensor& x, const LinearWeight& weight) override { return cpu::linear(x, weight); }
   Tensor grouped_linear(const Tensor& x, const Tensor& weight) override { return cpu::grouped_linear(x, weight); }
   void rope_inplace(Tensor& x, int64_t begin, const std::vector<int32_t>& positions,
                     const RopeTable& table) override {
@@ -54,12 +56,15 @@ class CpuBackend final : public Backend {
   Routing route(const Tensor& logits, const Tensor& bias, const RouterParams& params) override {
     return cpu::route(logits, bias, params);
   }
-  Tensor moe_experts(const Tensor& x, const Routing& routing, const std::vector<ExpertWeights>& experts) override {
+  Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) override {
     return cpu::moe_experts(x, routing, experts);
   }
   Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params,
                 const std::vector<float>& uniforms) override {
     return cpu::sample(logits, params, uniforms);
+  }
+  SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
+    return cpu::sample_tokens(logits, batch);
   }
 };
 

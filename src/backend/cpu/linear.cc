@@ -112,9 +112,32 @@ void expect_weight(const Tensor& weight, const char* op, int rank) {
                 weight.shape().to_string());
 }
 
+// An FP8 block-scaled weight as float32: w[n, k] = fp8(n, k) * scale[n / 128, k / 128].
+Tensor dequantize_fp8_block(const LinearWeight& weight) {
+  int64_t N = weight.data.dim(0), K = weight.data.dim(1);
+  int64_t blocks_k = (K + kWeightBlock - 1) / kWeightBlock;
+  DSINFER_CHECK(weight.data.dtype() == DType::kF8E4M3 && weight.scale.dtype() == DType::kF32 &&
+                    weight.scale.dim(0) == (N + kWeightBlock - 1) / kWeightBlock && weight.scale.dim(1) == blocks_k,
+                "linear: FP8 weight ", weight.data.shape().to_string(), " has scales ",
+                weight.scale.shape().to_string());
+  Tensor out = Tensor::empty(DType::kF32, {N, K});
+  parallel_for(N, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const uint8_t* row = weight.data.data<uint8_t>() + n * K;
+      const float* scales = weight.scale.data<float>() + (n / kWeightBlock) * blocks_k;
+      float* target = out.data<float>() + n * K;
+      for (int64_t k = 0; k < K; ++k) target[k] = fp8e4m3_to_f32(row[k]) * scales[k / kWeightBlock];
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& weight) {
+Tensor linear(const Tensor& x, const LinearWeight& linear_weight) {
+  DSINFER_CHECK(linear_weight.format != WeightFormat::kW4A8, "linear: W4A8 weights are not supported yet");
+  Tensor weight = linear_weight.format == WeightFormat::kFp8Block ? dequantize_fp8_block(linear_weight)
+                                                                  : linear_weight.data;
   expect_f32(x, "linear", "x", 2);
   expect_weight(weight, "linear", 2);
   int64_t T = x.dim(0), K = x.dim(1), N = weight.dim(0);

@@ -109,10 +109,10 @@ Routing route(const Tensor& logits, const Tensor& bias, const RouterParams& para
   return routing;
 }
 
-Tensor moe_experts(const Tensor& x, const Routing& routing, const std::vector<ExpertWeights>& experts) {
+Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) {
   expect_f32(x, "moe_experts", "x", 2);
   int64_t T = x.dim(0), D = x.dim(1), k = routing.expert_ids.dim(1);
-  int E = static_cast<int>(experts.size());
+  int E = static_cast<int>(experts.num_experts());
   // Tokens grouped by expert: (token, slot) pairs, so each expert runs one batched product.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> assigned(E);
   for (int64_t t = 0; t < T; ++t) {
@@ -130,14 +130,8 @@ Tensor moe_experts(const Tensor& x, const Routing& routing, const std::vector<Ex
     Tensor gathered = Tensor::empty(DType::kF32, {n, D});
     for (int64_t r = 0; r < n; ++r)
       std::copy_n(x.data<float>() + rows[r].first * D, D, gathered.data<float>() + r * D);
-    Tensor gate = linear(gathered, experts[e].gate);
-    Tensor up = linear(gathered, experts[e].up);
-    int64_t I = gate.dim(1);
-    for (int64_t i = 0; i < n * I; ++i) {
-      float g = gate.data<float>()[i];
-      gate.data<float>()[i] = g / (1.0f + std::exp(-g)) * up.data<float>()[i];
-    }
-    Tensor down = linear(gate, experts[e].down);
+    Tensor hidden = silu_mul(linear(gathered, experts.gate_up.expert(e)));  // [n, I]
+    Tensor down = linear(hidden, experts.down.expert(e));                    // [n, D]
     for (int64_t r = 0; r < n; ++r) {
       float weight = routing.weights.data<float>()[rows[r].first * k + rows[r].second];
       float* target = out.data<float>() + rows[r].first * D;

@@ -19,7 +19,7 @@ Tensor slice_last(const Tensor& x, int64_t begin, int64_t end);
 Tensor gather_rows(const Tensor& x, const std::vector<int32_t>& rows);
 Tensor concat_rows(const Tensor& a, const Tensor& b);
 
-Tensor linear(const Tensor& x, const Tensor& weight);
+Tensor linear(const Tensor& x, const LinearWeight& weight);
 Tensor grouped_linear(const Tensor& x, const Tensor& weight);
 
 void rope_inplace(Tensor& x, int64_t begin, const std::vector<int32_t>& positions, const RopeTable& table);
@@ -32,9 +32,10 @@ Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionB
                           int64_t latent_width);
 
 Routing route(const Tensor& logits, const Tensor& bias, const RouterParams& params);
-Tensor moe_experts(const Tensor& x, const Routing& routing, const std::vector<ExpertWeights>& experts);
+Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts);
 
 Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params, const std::vector<float>& uniforms);
+SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch);
 
 // Checks used by every op: dtype and rank, with the op's name in the message.
 void expect_f32(const Tensor& t, const char* op, const char* what, int rank);

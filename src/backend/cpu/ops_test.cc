@@ -38,7 +38,7 @@ TEST(CpuOps, LinearMatchesNaiveForOddShapesAndBf16) {
     Tensor x = random_tensor({T, K}, rng);
     Tensor w = random_tensor({N, K}, rng, 0.05f);
     Tensor wb = to_bf16(w);
-    Tensor y = linear(x, w), yb = linear(x, wb);
+    Tensor y = linear(x, {w}), yb = linear(x, {wb});
     for (int t = 0; t < T; ++t) {
       for (int n = 0; n < N; ++n) {
         double exact = 0, exact_bf16 = 0;
@@ -53,6 +53,28 @@ TEST(CpuOps, LinearMatchesNaiveForOddShapesAndBf16) {
   }
 }
 
+TEST(CpuOps, Fp8BlockLinearEqualsLinearOverTheDequantizedWeight) {
+  std::mt19937 rng(11);
+  for (auto [T, N, K] : {std::tuple{3, 200, 300}, {1, 128, 128}, {5, 64, 7168}}) {
+    Tensor x = random_tensor({T, K}, rng);
+    int64_t blocks_n = (N + 127) / 128, blocks_k = (K + 127) / 128;
+    Tensor q = Tensor::empty(DType::kF8E4M3, {N, K});
+    Tensor scale = random_tensor({blocks_n, blocks_k}, rng, 0.01f);
+    Tensor dense = Tensor::empty(DType::kF32, {N, K});
+    std::uniform_real_distribution<float> value(-300.0f, 300.0f);
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t k = 0; k < K; ++k) {
+        uint8_t bits = f32_to_fp8e4m3(value(rng));
+        q.data<uint8_t>()[n * K + k] = bits;
+        dense.data<float>()[n * K + k] = fp8e4m3_to_f32(bits) * scale.data<float>()[(n / 128) * blocks_k + k / 128];
+      }
+    }
+    Tensor y = linear(x, {q, scale, WeightFormat::kFp8Block});
+    Tensor expected = linear(x, {dense});
+    EXPECT_EQ(max_abs_diff(y, expected), 0.0f) << T << "x" << N << "x" << K;
+  }
+}
+
 TEST(CpuOps, GroupedLinearIsOneLinearPerGroup) {
   std::mt19937 rng(2);
   Tensor x = random_tensor({5, 3, 24}, rng);
@@ -62,7 +84,7 @@ TEST(CpuOps, GroupedLinearIsOneLinearPerGroup) {
     Tensor xg = Tensor::empty(DType::kF32, {5, 24});
     for (int t = 0; t < 5; ++t)
       std::copy_n(x.data<float>() + (t * 3 + g) * 24, 24, xg.data<float>() + t * 24);
-    Tensor yg = linear(xg, w.slice(g, g + 1).view({10, 24}));
+    Tensor yg = linear(xg, {w.slice(g, g + 1).view({10, 24})});
     for (int t = 0; t < 5; ++t)
       for (int n = 0; n < 10; ++n) EXPECT_FLOAT_EQ(y.data<float>()[(t * 3 + g) * 10 + n], yg.data<float>()[t * 10 + n]);
   }
@@ -157,7 +179,7 @@ TEST(CpuOps, ExpandedAndAbsorbedMlaAgree) {
     std::copy_n(latent.data<float>() + j * (L + dr), L, c.data<float>() + j * L);
     std::copy_n(latent.data<float>() + j * (L + dr) + L, dr, k_rope.data<float>() + j * dr);
   }
-  Tensor kv = linear(c, kv_b).view({context, H, dn + dv});
+  Tensor kv = linear(c, {kv_b}).view({context, H, dn + dv});
   Tensor expanded = attention_expanded(q, kv, k_rope, batch, scale);  // [queries, H, dv]
 
   // Absorb: q_latent[h] = W_UK[h]^T q_nope[h]; out[h] = W_UV[h] o_latent[h].

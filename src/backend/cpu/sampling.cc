@@ -56,7 +56,78 @@ int32_t sample_row(const float* row, int64_t V, const SamplingParams& params, fl
   return order[kept - 1];
 }
 
+// Step 2 and 3 of SamplingRow on one row, in place.
+void apply_penalties(float* row, int64_t V, const SamplingBatch& batch, int b) {
+  const SamplingRow& params = batch.rows[b];
+  for (int32_t i = batch.history_start[b]; i < batch.history_start[b + 1]; ++i) {
+    int32_t token = batch.history_tokens[i];
+    if (token < 0 || token >= V) continue;
+    float& logit = row[token];
+    if (params.repetition_penalty != 1.0f)
+      logit = logit > 0 ? logit / params.repetition_penalty : logit * params.repetition_penalty;
+    if (int32_t count = batch.history_output_counts[i]; count > 0)
+      logit -= params.frequency_penalty * static_cast<float>(count) + params.presence_penalty;
+  }
+  for (int32_t i = batch.banned_start[b]; i < batch.banned_start[b + 1]; ++i) {
+    int32_t token = batch.banned_tokens[i];
+    if (token >= 0 && token < V) row[token] = -INFINITY;
+  }
+}
+
+// log_softmax of the raw row: the chosen token's value and the top n (ties to the lower id).
+void raw_logprobs(const float* row, int64_t V, int32_t token, int n, float* logprob, int32_t* top_ids,
+                  float* top_values) {
+  float max_logit = *std::max_element(row, row + V);
+  double total = 0.0;
+  for (int64_t i = 0; i < V; ++i) total += std::exp(static_cast<double>(row[i] - max_logit));
+  auto log_normalizer = static_cast<float>(max_logit + std::log(total));
+  *logprob = row[token] - log_normalizer;
+  if (n <= 0) return;
+  std::vector<int32_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  int64_t kept = std::min<int64_t>(n, V);
+  std::partial_sort(order.begin(), order.begin() + kept, order.end(),
+                    [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+  for (int64_t i = 0; i < kept; ++i) {
+    top_ids[i] = order[i];
+    top_values[i] = row[order[i]] - log_normalizer;
+  }
+}
+
 }  // namespace
+
+SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) {
+  expect_f32(logits, "sample_tokens", "logits", 2);
+  int64_t B = logits.dim(0), V = logits.dim(1);
+  DSINFER_CHECK(batch.num_rows() == B && static_cast<int64_t>(batch.history_start.size()) == B + 1 &&
+                    static_cast<int64_t>(batch.banned_start.size()) == B + 1 &&
+                    batch.history_tokens.size() == batch.history_output_counts.size(),
+                "sample_tokens: ", B, " logit rows do not match the sampling batch of ", batch.num_rows(), " rows");
+  SampledTokens out;
+  out.tokens = Tensor::empty(DType::kI32, {B});
+  int top_n = batch.max_top_logprobs();
+  bool logprobs = batch.any_logprobs();
+  // The raw rows logprobs need, before the penalties change them.
+  Tensor raw = logprobs ? logits.clone() : Tensor();
+  if (logprobs) {
+    out.logprobs = Tensor::empty(DType::kF32, {B});
+    out.top_ids = Tensor::empty(DType::kI32, {B, top_n});
+    out.top_logprobs = Tensor::empty(DType::kF32, {B, top_n});
+  }
+  parallel_for(B, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      float* row = logits.data<float>() + b * V;
+      const SamplingRow& params = batch.rows[b];
+      apply_penalties(row, V, batch, static_cast<int>(b));
+      int32_t token = sample_row(row, V, params.params, params.uniform);
+      out.tokens.data<int32_t>()[b] = token;
+      if (params.top_logprobs >= 0)
+        raw_logprobs(raw.data<float>() + b * V, V, token, params.top_logprobs, out.logprobs.data<float>() + b,
+                     out.top_ids.data<int32_t>() + b * top_n, out.top_logprobs.data<float>() + b * top_n);
+    }
+  });
+  return out;
+}
 
 Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params, const std::vector<float>& uniforms) {
   expect_f32(logits, "sample", "logits", 2);
