@@ -302,6 +302,15 @@ ModelConfig parse_model_config(const Json& json, std::string_view source) {
   return config;
 }
 
+ModelConfig truncate_layers(const ModelConfig& config, int64_t num_layers) {
+  DSINFER_CHECK(num_layers >= 1 && num_layers <= config.num_hidden_layers, "cannot keep the first ", num_layers,
+                " decoder layers: the number of layers must be between 1 and ", config.num_hidden_layers,
+                " (the config's num_hidden_layers)");
+  ModelConfig truncated = config;
+  truncated.num_hidden_layers = num_layers;
+  return truncated;
+}
+
 ModelConfig load_model_config(const std::string& dir) {
   std::string path = dir + "/config.json";
   std::string text = read_file(path);  // its errors name the path

@@ -97,4 +97,13 @@ ModelConfig parse_model_config(const Json& json, std::string_view source);
 // Reads DIR/config.json.
 ModelConfig load_model_config(const std::string& dir);
 
+// `--num-layers N`: `config` cut to its first N decoder layers, to run the start of a model too big
+// for one device. Only num_hidden_layers changes, so every kept layer keeps its kind (dense below
+// first_k_dense_replace, then MoE every moe_layer_freq: DeepSeek-V3 with N = 4 has layers 0-2 dense
+// and layer 3 MoE) and the MTP modules stay (num_nextn_predict_layers unchanged). The MTP module k
+// then sits at layer index N + k, while a checkpoint of the full model stores it at the original
+// num_hidden_layers + k: a loader of real weights must read "model.layers.<full + k>.*" for
+// "model.layers.<N + k>.*". Throws dsinfer::Error unless 1 <= num_layers <= config.num_hidden_layers.
+ModelConfig truncate_layers(const ModelConfig& config, int64_t num_layers);
+
 }  // namespace dsinfer::io
