@@ -26,8 +26,9 @@ serve: deps build
 	@$(BUILD)/dsinfer serve --model $(MODEL) --served-model-name $(notdir $(MODEL)) --port $(PORT) \
 	  --reasoning-parser deepseek-r1
 
+# GPU tests (label "gpu") run on a GPU machine through scripts/gpu-test.sh, never here.
 test: deps build test-sanitize
-	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -LE gpu
 
 # Loader and tokenizer tests again under AddressSanitizer and UBSan (tests labelled "sanitize").
 test-sanitize: deps

@@ -35,8 +35,14 @@ using dsinfer::tokenizer::TokenizerOptions;
 constexpr size_t kTextBytes = 1 << 20;
 constexpr int kRuns = 7;
 
+// The DeepSeek-V3 tokenizer: the build decompresses the repository's tokenizer.json.xz into
+// DSINFER_DEEPSEEK_V3_TOKENIZER_DIR (src/tokenizer/CMakeLists.txt); results name it by its place in
+// the repository.
+constexpr const char* kDefaultModel = DSINFER_DEEPSEEK_V3_TOKENIZER_DIR;
+constexpr const char* kDefaultModelName = "tests/fixtures/tokenizers/deepseek-v3";
+
 struct Flags {
-  std::string model = "tests/fixtures/tokenizers/deepseek-v3";
+  std::string model;  // empty: kDefaultModel
   std::string fixtures = "tests/fixtures/tokenizer/deepseek_v3_encode.json";
   std::string commit;  // empty: bench::git_commit()
   std::string anchor;  // JSON written by tools/bench_hf_tokenizer.py
@@ -103,9 +109,9 @@ int main(int argc, char** argv) {
     std::string text = benchmark_text(flags.fixtures);
     double megabytes = static_cast<double>(text.size()) / 1e6;
 
-    Tokenizer cached = Tokenizer::from_dir(flags.model);
-    Tokenizer uncached =
-        Tokenizer::from_dir(flags.model, TokenizerOptions{.word_cache_capacity = 0});
+    const std::string model = flags.model.empty() ? kDefaultModel : flags.model;
+    Tokenizer cached = Tokenizer::from_dir(model);
+    Tokenizer uncached = Tokenizer::from_dir(model, TokenizerOptions{.word_cache_capacity = 0});
     std::vector<int32_t> ids;
     double encode_s = median_seconds([&] { ids = cached.encode(text); });
     double encode_uncached_s = median_seconds([&] { uncached.encode(text); });
@@ -117,7 +123,7 @@ int main(int argc, char** argv) {
     result["benchmark"] = "tokenizer_encode";
     if (!flags.commit.empty()) result["commit"] = flags.commit;
     Json& config = result["config"];
-    config["tokenizer"] = flags.model;
+    config["tokenizer"] = flags.model.empty() ? kDefaultModelName : flags.model;
     config["text"] = "deepseek_v3_encode.json fixture strings, newline-joined, repeated to 1 MiB";
     config["text_bytes"] = static_cast<int64_t>(text.size());
     config["tokens"] = static_cast<int64_t>(ids.size());

@@ -12,6 +12,7 @@ trained bundled model). One place says:
 """
 
 import json
+import lzma
 import math
 import os
 
@@ -19,6 +20,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Its tokenizer.json is kept xz-compressed, as tokenizer.json.xz (7.8 MB plain).
 DEEPSEEK_TOKENIZER = os.path.join(ROOT, "tests/fixtures/tokenizers/deepseek-v3")
 
 BOS, EOS, PAD = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"
@@ -241,7 +243,7 @@ def hf_mtp_logits(model, mtp, ids, hidden):
 # Tokenizer
 
 def _reference_tokenizer_json():
-    with open(os.path.join(DEEPSEEK_TOKENIZER, "tokenizer.json"), encoding="utf-8") as f:
+    with lzma.open(os.path.join(DEEPSEEK_TOKENIZER, "tokenizer.json.xz"), "rt", encoding="utf-8") as f:
         return json.load(f)
 
 

@@ -31,6 +31,7 @@ and where its Punctuation pre-tokenizer (an older Unicode table) departs from Un
 """
 
 import json
+import lzma
 import os
 import random
 import sys
@@ -41,6 +42,7 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_token
 
 PINNED_VERSION = "0.23.2"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Its tokenizer.json is kept xz-compressed, as tokenizer.json.xz (7.8 MB plain).
 DEEPSEEK_DIR = os.path.join(ROOT, "tests/fixtures/tokenizers/deepseek-v3")
 OUT_DIR = os.path.join(ROOT, "tests/fixtures/tokenizer")
 
@@ -341,7 +343,8 @@ def encode_cases(tokenizer, texts, bos_id=None):
 
 
 def deepseek_fixtures():
-    tokenizer = Tokenizer.from_file(os.path.join(DEEPSEEK_DIR, "tokenizer.json"))
+    with lzma.open(os.path.join(DEEPSEEK_DIR, "tokenizer.json.xz"), "rt", encoding="utf-8") as f:
+        tokenizer = Tokenizer.from_str(f.read())
     with open(os.path.join(DEEPSEEK_DIR, "tokenizer_config.json"), encoding="utf-8") as f:
         config = json.load(f)
     assert config["add_bos_token"] is True

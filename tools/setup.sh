@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev                      # unit tests
   clang libclang-rt-14-dev                       # libFuzzer targets (make fuzz)
   libboost-dev                                   # HTTP server and client (Boost.Beast, header-only)
+  xz-utils                                       # xz: the build decompresses tests/fixtures/*.xz
 )
 
 missing=()

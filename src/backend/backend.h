@@ -178,12 +178,27 @@ class Backend {
   // Waits for the device work queued so far; throws on a device error (a no-op on the CPU).
   virtual void synchronize() {}
 
+  // Device memory, for the memory plan (zeros on the CPU, which has no plan).
+  struct MemoryInfo {
+    int64_t total_bytes = 0;
+    int64_t free_bytes = 0;    // free on the device now
+    int64_t cached_bytes = 0;  // held by this backend's allocator but not in use
+  };
+  virtual MemoryInfo memory_info() { return {}; }
+  // Gives the allocator's unused blocks back to the driver (after a dry run sized the steps).
+  virtual void release_cached_memory() {}
+
   // Memory.
   virtual Tensor empty(DType dtype, Shape shape) = 0;
   // A copy on the device (may share memory on the CPU). A host array registered by begin_step gives
   // its uploaded copy, valid until the next begin_step.
   virtual Tensor to_device(const Tensor& host) = 0;
   virtual Tensor to_host(const Tensor& tensor) = 0;
+
+  // Fills t (f32, bf16 or f8e4m3) with values uniform in [low, high), a pure function of (seed,
+  // element index) that every backend computes alike (splitmix64; see backend/cpu/random_fill.cc).
+  // Random weights for --load-format dummy, made where they live.
+  virtual void fill_uniform(Tensor& t, uint64_t seed, float low, float high) = 0;
 
   // Elementwise and normalisation.
   // [V, D] table (f32 or bf16), ids [T] int32 -> [T, D] f32. Throws on an id outside [0, V).

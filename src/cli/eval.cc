@@ -4,6 +4,7 @@
 
 #include "cli/flags.h"
 #include "cli/verbs.h"
+#include "backend/make_backend.h"
 #include "core/json.h"
 #include "runtime/evaluation.h"
 
@@ -19,18 +20,18 @@ int run_eval(int argc, char** argv) {
   flags.add_string("data", "FILE", "the task file (default DIR/eval/TASK.jsonl; DIR/eval/mtp_text.jsonl for mtp)");
   flags.add_int("max-new-tokens", "tokens per answer at most", 768);
   flags.add_int("max-num-seqs", "problems in flight at once", 64);
-  flags.add_string("device", "DEVICE", "where to run: cpu", false, "cpu");
+  flags.add_string("device", "DEVICE", "where to run: cpu, cuda or cuda:N", false, "cpu");
   flags.add_bool("json", "print the result as JSON");
   if (!flags.parse(argc, argv)) return 0;
   std::string device = flags.get_string("device");
-  DSINFER_CHECK(device == "cpu", "--device ", device, " is not available in this build (use cpu)");
+  DSINFER_CHECK(backend::backend_built(device), "--device ", device, " is not available in this build");
   std::string dir = flags.get_string("model"), task = flags.get_string("task");
   DSINFER_CHECK(flags.get_int("num") > 0, "--num must be positive");
   std::string path = flags.has("data") ? flags.get_string("data")
                                        : dir + "/eval/" + (task == "mtp" ? "mtp_text" : task) + ".jsonl";
 
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
-  auto backend = backend::make_cpu_backend();
+  auto backend = backend::make_backend(device);
   auto model = model::DeepseekModel::load(dir, *backend);
   Json out;
   out["model"] = dir;

@@ -1,14 +1,18 @@
 // dsinfer serve: the OpenAI-compatible server on one model.
 #include <signal.h>
+#include <time.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "cli/flags.h"
 #include "cli/model_files.h"
 #include "cli/verbs.h"
 #include "core/file.h"
 #include "core/log.h"
+#include "backend/make_backend.h"
 #include "core/parallel.h"
 #include "runtime/engine.h"
 #include "server/openai_server.h"
@@ -21,7 +25,7 @@ Flags serve_flags() {
               "Serves the model over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, "
               "/v1/models, /health, /metrics, /tokenize, /detokenize).");
   flags.add_string("model", "DIR", "checkpoint directory (config.json, *.safetensors, tokenizer files)", true);
-  flags.add_string("device", "DEVICE", "where to run: cpu", false, "cpu");
+  flags.add_string("device", "DEVICE", "where to run: cpu, cuda or cuda:N", false, "cpu");
   flags.add_string("host", "ADDR", "address to listen on", false, "127.0.0.1");
   flags.add_int("port", "port to listen on (0: any free port)", 8000);
   flags.add_string("served-model-name", "NAME", "the model's name in the API (default: the --model path)");
@@ -40,15 +44,25 @@ Flags serve_flags() {
   return flags;
 }
 
-int wait_for_signal() {
+// Waits for SIGINT or SIGTERM (returned), or for the engine to fail for good (0), which it checks
+// every kHealthPoll.
+constexpr timespec kHealthPoll = {0, 200'000'000};
+
+int wait_for_signal_or_failure(const runtime::Engine& engine) {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
-  int received = 0;
-  sigwait(&signals, &received);
-  return received;
+  while (engine.healthy()) {
+    int received = sigtimedwait(&signals, nullptr, &kHealthPoll);
+    if (received > 0) return received;  // else the poll interval passed (or another signal came)
+  }
+  return 0;
 }
+
+// After a fatal device error: how long /health keeps answering 503, and the failed requests get
+// their error answers, before the server stops.
+constexpr auto kFailureGrace = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -56,7 +70,7 @@ int run_serve(int argc, char** argv) {
   Flags flags = serve_flags();
   if (!flags.parse(argc, argv)) return 0;
   std::string device = flags.get_string("device");
-  DSINFER_CHECK(device == "cpu", "--device ", device, " is not available in this build (use cpu)");
+  DSINFER_CHECK(backend::backend_built(device), "--device ", device, " is not available in this build");
   std::string reasoning_parser = flags.get_string("reasoning-parser");
   DSINFER_CHECK(reasoning_parser.empty() || reasoning_parser == "deepseek-r1", "--reasoning-parser '",
                 reasoning_parser, "' is not known (deepseek-r1)");
@@ -95,7 +109,7 @@ int run_serve(int argc, char** argv) {
       log_warning("no chat template: ", error.what());
     }
   }
-  auto backend = backend::make_cpu_backend();
+  auto backend = backend::make_backend(device);
   auto model = model::DeepseekModel::load(dir, *backend);
 
   runtime::EngineConfig config;
@@ -122,7 +136,13 @@ int run_serve(int argc, char** argv) {
               url.c_str(), auth.c_str(), options.served_model_name.c_str());
   std::fflush(stdout);
 
-  int signal_number = wait_for_signal();
+  int signal_number = wait_for_signal_or_failure(engine);
+  if (signal_number == 0) {
+    std::fprintf(stderr, "dsinfer serve: %s; shutting down\n", engine.fatal_error().c_str());
+    std::this_thread::sleep_for(kFailureGrace);
+    server.stop();
+    return 1;
+  }
   log_info("signal ", signal_number, ": shutting down");
   server.stop();
   return 0;

@@ -4,11 +4,12 @@
 
 namespace dsinfer::model {
 
-DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint& checkpoint, backend::Backend& backend,
+DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* checkpoint, backend::Backend& backend,
                              const ModelOptions& options)
     : config_(std::move(config)), backend_(backend) {
-  DSINFER_CHECK(!config_.attention_bias, checkpoint.dir(), ": attention_bias is not supported");
-  WeightLoader weights(checkpoint, config_, backend_);
+  WeightLoader weights = checkpoint ? WeightLoader(*checkpoint, config_, backend_)
+                                    : WeightLoader(config_, io::stored_format(config_), backend_);
+  DSINFER_CHECK(!config_.attention_bias, weights.source(), ": attention_bias is not supported");
   int64_t positions = options.max_positions > 0 ? options.max_positions : config_.max_position_embeddings;
   rope_ = make_rope_table(config_, positions);
   rope_.cos = backend_.to_device(rope_.cos);
@@ -16,14 +17,14 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint& check
 
   weights.expect_shape("model.embed_tokens.weight", {config_.vocab_size, config_.hidden_size});
   embed_ = weights.linear("model.embed_tokens.weight");
-  DSINFER_CHECK(embed_.format == backend::WeightFormat::kDense, checkpoint.dir(),
+  DSINFER_CHECK(embed_.format == backend::WeightFormat::kDense, weights.source(),
                 ": model.embed_tokens.weight must be stored as bf16 or f32");
   norm_ = weights.f32("model.norm.weight");
-  if (checkpoint.contains("lm_head.weight")) {
+  if (weights.contains("lm_head.weight")) {
     weights.expect_shape("lm_head.weight", {config_.vocab_size, config_.hidden_size});
     lm_head_ = weights.linear("lm_head.weight");
   } else {
-    DSINFER_CHECK(config_.tie_word_embeddings, checkpoint.dir(), ": tensor lm_head.weight is missing");
+    DSINFER_CHECK(config_.tie_word_embeddings, weights.source(), ": tensor lm_head.weight is missing");
     lm_head_ = embed_;
   }
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i)
@@ -38,12 +39,20 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint& check
 std::unique_ptr<DeepseekModel> DeepseekModel::load(const std::string& dir, backend::Backend& backend,
                                                    const ModelOptions& options) {
   io::ModelConfig config = io::load_model_config(dir);
+  ModelOptions effective = options;
+  if (options.num_layers > 0 && options.num_layers != config.num_hidden_layers) {
+    config = io::truncate_layers(config, options.num_layers);
+    // A real checkpoint stores MTP module k at the full layer count + k; layer N is a plain layer.
+    if (options.load_format != LoadFormat::kDummy) effective.load_mtp = false;
+  }
+  if (options.load_format == LoadFormat::kDummy)
+    return std::make_unique<DeepseekModel>(std::move(config), nullptr, backend, effective);
   io::Checkpoint checkpoint = io::Checkpoint::open(dir);
-  return std::make_unique<DeepseekModel>(std::move(config), checkpoint, backend, options);
+  return std::make_unique<DeepseekModel>(std::move(config), &checkpoint, backend, effective);
 }
 
 LatentCache DeepseekModel::make_cache(int64_t pages) const {
-  return LatentCache(backend_, num_cache_layers(), pages, cache_width());
+  return LatentCache(backend_, num_cache_layers(), pages, cache_width(), cache_dtype());
 }
 
 void DeepseekModel::validate(const ForwardBatch& batch) const {
@@ -56,13 +65,19 @@ void DeepseekModel::validate(const ForwardBatch& batch) const {
 }
 
 ForwardResult DeepseekModel::forward(const ForwardBatch& batch, LatentCache& cache) const {
+  ForwardResult result = forward_on_device(batch, cache);
+  result.logits = backend_.to_host(result.logits);
+  return result;
+}
+
+ForwardResult DeepseekModel::forward_on_device(const ForwardBatch& batch, LatentCache& cache) const {
   validate(batch);
   backend_.begin_step(batch.step_context());
   Tensor residual = backend_.embedding(embed_.data, step_token_ids(backend_, batch));  // [T, hidden]
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->forward(residual, batch, cache.layer(i), rope_);
   ForwardResult result;
   result.hidden = backend_.rms_norm(residual, norm_, static_cast<float>(config_.rms_norm_eps));  // [T, hidden]
-  result.logits = logits_on_host(backend_, result.hidden, batch, lm_head_);
+  result.logits = head_logits(backend_, result.hidden, batch, lm_head_);
   return result;
 }
 
@@ -72,7 +87,10 @@ ForwardResult DeepseekModel::forward_mtp(int module, const Tensor& previous_hidd
                 num_mtp_modules(), " present)");
   validate(batch);
   backend_.begin_step(batch.step_context());
-  return mtp_[module]->forward(previous_hidden, batch, cache.layer(config_.num_hidden_layers + module), rope_);
+  ForwardResult result =
+      mtp_[module]->forward(previous_hidden, batch, cache.layer(config_.num_hidden_layers + module), rope_);
+  result.logits = backend_.to_host(result.logits);
+  return result;
 }
 
 }  // namespace dsinfer::model

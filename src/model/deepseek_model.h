@@ -17,16 +17,24 @@
 
 namespace dsinfer::model {
 
+enum class LoadFormat : uint8_t { kAuto, kDummy };
+
 struct ModelOptions {
   bool load_mtp = true;
   int64_t max_positions = 0;  // rotary table length; 0: the config's max_position_embeddings
+  // kDummy: random weights of the config's published layout, made on the device (no checkpoint).
+  LoadFormat load_format = LoadFormat::kAuto;
+  // Keep only the first N decoder layers (the real widths of a model too big for one GPU); 0: all.
+  // With a real checkpoint the MTP modules are then not loaded (their layer index moved).
+  int64_t num_layers = 0;
 };
 
 class DeepseekModel {
  public:
-  DeepseekModel(io::ModelConfig config, const io::Checkpoint& checkpoint, backend::Backend& backend,
+  // checkpoint: null for dummy weights.
+  DeepseekModel(io::ModelConfig config, const io::Checkpoint* checkpoint, backend::Backend& backend,
                 const ModelOptions& options = {});
-  // Reads DIR/config.json and the checkpoint in DIR.
+  // Reads DIR/config.json and the checkpoint in DIR (only config.json with LoadFormat::kDummy).
   static std::unique_ptr<DeepseekModel> load(const std::string& dir, backend::Backend& backend,
                                              const ModelOptions& options = {});
 
@@ -37,9 +45,17 @@ class DeepseekModel {
   // Cache layers: one per decoder layer, then one per MTP module.
   int64_t num_cache_layers() const { return config_.num_hidden_layers + num_mtp_modules(); }
   int64_t cache_width() const { return config_.kv_lora_rank + config_.qk_rope_head_dim; }
+  DType cache_dtype() const { return backend_.compute_dtype(); }
+  // Bytes of one KV page over every cache layer: what the page pool is sized by.
+  int64_t page_bytes() const {
+    return num_cache_layers() * kPageSize * cache_width() * static_cast<int64_t>(dtype_size(cache_dtype()));
+  }
   LatentCache make_cache(int64_t pages) const;
 
+  // One forward pass; the logits come back to the host (tests, tools).
   ForwardResult forward(const ForwardBatch& batch, LatentCache& cache) const;
+  // The same with the logits left on the device, for the device-side sampler (the engine's path).
+  ForwardResult forward_on_device(const ForwardBatch& batch, LatentCache& cache) const;
   // MTP module `module` (0-based); see MtpModule::forward.
   ForwardResult forward_mtp(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
                             LatentCache& cache) const;

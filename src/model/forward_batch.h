@@ -40,8 +40,9 @@ struct ForwardBatch {
 };
 
 struct ForwardResult {
-  Tensor hidden;  // [T, hidden] after the final norm: what the MTP modules take
-  Tensor logits;  // [logit_rows, vocab] float32 on the host
+  Tensor hidden;  // [T, hidden] after the final norm: what the MTP modules take (on the device)
+  Tensor logits;  // [logit_rows, vocab] float32: on the host from forward(), on the device from
+                  // forward_on_device() (where the sampler reads them)
 };
 
 // The step's token ids on the device (the copy begin_step uploaded).
@@ -51,10 +52,10 @@ inline Tensor step_token_ids(backend::Backend& backend, const ForwardBatch& batc
       Tensor::wrap(const_cast<int32_t*>(batch.token_ids.data()), DType::kI32, {T}, Device::kCpu, nullptr));
 }
 
-// head(hidden[logit_rows]) -> [rows, vocab] float32 on the host.
-inline Tensor logits_on_host(backend::Backend& backend, const Tensor& hidden, const ForwardBatch& batch,
-                             const backend::LinearWeight& head) {
-  return backend.to_host(backend.linear_f32(backend.gather_rows(hidden, batch.logit_rows), head));
+// head(hidden[logit_rows]) -> [rows, vocab] float32, on the device.
+inline Tensor head_logits(backend::Backend& backend, const Tensor& hidden, const ForwardBatch& batch,
+                          const backend::LinearWeight& head) {
+  return backend.linear_f32(backend.gather_rows(hidden, batch.logit_rows), head);
 }
 
 }  // namespace dsinfer::model

@@ -13,7 +13,8 @@ inline constexpr int kPageSize = 64;  // tokens per page
 
 class LatentCache {
  public:
-  LatentCache(backend::Backend& backend, int64_t layers, int64_t pages, int64_t width,
+  // dtype: the backend's compute dtype (f32 on the CPU, bf16 on the GPU); FP8 is the next step.
+  LatentCache(backend::Backend& backend, int64_t layers, int64_t pages, int64_t width, DType dtype,
               int64_t page_size = kPageSize);
 
   Tensor& layer(int64_t index) { return layers_.at(index); }

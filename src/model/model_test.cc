@@ -1,6 +1,10 @@
 // The whole model against Hugging Face transformers (fixtures from tools/make_model_fixtures.py):
 // prompt logits, greedy continuations, MTP logits; and our own invariants: the two MLA forms,
 // batching and chunked prefill give the same logits.
+//
+// On the CPU by default (float32: within 1e-3 of the largest logit, and bit-exact batch
+// invariance). DSINFER_TEST_DEVICE=cuda runs the same tests on the GPU (scripts/gpu-test.sh) with
+// the bf16 tolerance, 2e-2 of the largest logit; without a GPU that run fails, never skips.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +17,7 @@
 #include "core/json.h"
 #include "core/npy.h"
 #include "core/source_path.h"
+#include "backend/make_backend.h"
 #include "model/batch_builder.h"
 #include "model/deepseek_model.h"
 
@@ -20,6 +25,14 @@ namespace dsinfer::model {
 namespace {
 
 std::string fixture_dir(const std::string& name) { return source_path("tests/fixtures/models/" + name); }
+
+std::string test_device() {
+  const char* device = std::getenv("DSINFER_TEST_DEVICE");
+  return device ? device : "cpu";
+}
+
+// Of the largest reference logit: float32 on the CPU, bf16 activations on the GPU.
+float logit_tolerance() { return test_device() == "cpu" ? 1e-3f : 2e-2f; }
 
 struct Case {
   std::vector<int32_t> prompt;
@@ -73,7 +86,7 @@ class ModelFixture : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     dir_ = fixture_dir(GetParam());
-    backend_ = backend::make_cpu_backend();
+    backend_ = backend::make_backend(test_device());
     model_ = DeepseekModel::load(dir_, *backend_);
     cases_ = load_cases(dir_);
   }
@@ -95,7 +108,7 @@ TEST_P(ModelFixture, PromptLogitsMatchHuggingFace) {
   for (const Case& c : cases_) {
     LatentCache cache = model_->make_cache(8);
     ForwardResult result = prefill(c.prompt, cache, scrambled_pages(4, 2));
-    float tolerance = 1e-3f * max_abs(c.logits);
+    float tolerance = logit_tolerance() * max_abs(c.logits);
     EXPECT_LE(max_abs_diff(result.logits, c.logits), tolerance) << "prompt of " << c.prompt.size() << " tokens";
   }
 }
@@ -109,9 +122,11 @@ TEST_P(ModelFixture, GreedyContinuationMatchesHuggingFace) {
     auto position = static_cast<int32_t>(c.prompt.size());
     int compared = 0;
     for (size_t step = 0; step < c.greedy.size(); ++step) {
-      // Compare while every earlier token agreed; a step within 1e-2 of a tie may go either way.
+      // Compare while every earlier token agreed; a step whose HF margin is within the tolerance of a
+      // tie may go either way (1e-2 on the CPU; twice the logit tolerance on the GPU).
       if (token != c.greedy[step]) {
-        EXPECT_LE(c.margins[step], 1e-2) << "step " << step << ": ours " << token << ", HF " << c.greedy[step];
+        double clear = test_device() == "cpu" ? 1e-2 : 2.0 * logit_tolerance() * max_abs(c.logits);
+        EXPECT_LE(c.margins[step], clear) << "step " << step << ": ours " << token << ", HF " << c.greedy[step];
         break;
       }
       ++compared;
@@ -128,7 +143,7 @@ TEST_P(ModelFixture, ExpandedAndAbsorbedAttentionGiveTheSameLogits) {
   LatentCache cache = model_->make_cache(8);
   Tensor expanded = prefill(c.prompt, cache, scrambled_pages(2, 0), AttentionMode::kExpanded).logits;
   Tensor absorbed = prefill(c.prompt, cache, scrambled_pages(2, 0), AttentionMode::kAbsorbed).logits;
-  EXPECT_LE(max_abs_diff(expanded, absorbed), 1e-4f * max_abs(expanded));
+  EXPECT_LE(max_abs_diff(expanded, absorbed), logit_tolerance() / 10 * max_abs(expanded));
 }
 
 TEST_P(ModelFixture, BatchedAndChunkedPrefillGiveTheSameLogits) {
@@ -142,8 +157,9 @@ TEST_P(ModelFixture, BatchedAndChunkedPrefillGiveTheSameLogits) {
   builder.add(short_case.prompt, 0, short_pages, LogitRows::kAll);
   Tensor both = model_->forward(builder.build(), cache).logits;
   auto long_rows = static_cast<int64_t>(long_case.prompt.size());
-  EXPECT_LE(max_abs_diff(both.slice(0, long_rows), long_case.logits), 1e-3f * max_abs(long_case.logits));
-  EXPECT_LE(max_abs_diff(both.slice(long_rows, both.dim(0)), short_case.logits), 1e-3f * max_abs(short_case.logits));
+  EXPECT_LE(max_abs_diff(both.slice(0, long_rows), long_case.logits), logit_tolerance() * max_abs(long_case.logits));
+  EXPECT_LE(max_abs_diff(both.slice(long_rows, both.dim(0)), short_case.logits),
+            logit_tolerance() * max_abs(short_case.logits));
 
   LatentCache chunked_cache = model_->make_cache(8);
   Tensor last;
@@ -155,11 +171,13 @@ TEST_P(ModelFixture, BatchedAndChunkedPrefillGiveTheSameLogits) {
     last = model_->forward(chunk.build(), chunked_cache).logits;
   }
   Tensor expected = long_case.logits.slice(long_rows - 1, long_rows);
-  EXPECT_LE(max_abs_diff(last, expected), 1e-3f * max_abs(expected));
+  EXPECT_LE(max_abs_diff(last, expected), logit_tolerance() * max_abs(expected));
 }
 
 TEST_P(ModelFixture, ASequenceComputesTheSameWhateverElseIsInTheStep) {
-  // A decode step alone, and the same step next to another sequence's prefill: equal bit for bit.
+  // A decode step alone, and the same step next to another sequence's prefill: equal bit for bit on
+  // the CPU; on the GPU (where a library GEMM may pick another algorithm for another M) within the
+  // bf16 tolerance.
   const Case& c = cases_[1];
   auto decode_logits = [&](bool with_neighbour) {
     LatentCache cache = model_->make_cache(8);
@@ -169,7 +187,9 @@ TEST_P(ModelFixture, ASequenceComputesTheSameWhateverElseIsInTheStep) {
     if (with_neighbour) builder.add(cases_[3].prompt, 0, {1}, LogitRows::kLast);
     return model_->forward(builder.build(), cache).logits.slice(0, 1);
   };
-  EXPECT_EQ(max_abs_diff(decode_logits(false), decode_logits(true)), 0.0f);
+  Tensor alone = decode_logits(false), beside = decode_logits(true);
+  float bound = test_device() == "cpu" ? 0.0f : logit_tolerance() * max_abs(alone);
+  EXPECT_LE(max_abs_diff(alone, beside), bound);
 }
 
 TEST_P(ModelFixture, MtpLogitsMatchHuggingFace) {
@@ -184,7 +204,7 @@ TEST_P(ModelFixture, MtpLogitsMatchHuggingFace) {
     BatchBuilder builder;  // MTP at position i: main hidden i with token i + 1
     builder.add(std::span(c.prompt).subspan(1), 0, pages, LogitRows::kAll);
     ForwardResult mtp = model_->forward_mtp(0, main.hidden.slice(0, n), builder.build(), cache);
-    EXPECT_LE(max_abs_diff(mtp.logits, c.mtp_logits), 1e-3f * max_abs(c.mtp_logits));
+    EXPECT_LE(max_abs_diff(mtp.logits, c.mtp_logits), logit_tolerance() * max_abs(c.mtp_logits));
     ++checked;
   }
   EXPECT_GT(checked, 0);

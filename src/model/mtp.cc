@@ -27,7 +27,7 @@ ForwardResult MtpModule::forward(const Tensor& previous_hidden, const ForwardBat
   layer_->forward(residual, batch, cache, rope);
   ForwardResult result;
   result.hidden = backend_.rms_norm(residual, head_norm_, eps_);                          // [T, hidden]
-  result.logits = logits_on_host(backend_, result.hidden, batch, head_);
+  result.logits = head_logits(backend_, result.hidden, batch, head_);
   return result;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/random_fill.h"
 #include "io/weight_format.h"
 
 namespace dsinfer::model {
@@ -53,16 +54,80 @@ std::string scale_name(const std::string& name) {
   return base.substr(0, at) + ".weight_scale_inv";
 }
 
+uint64_t seed_of(const std::string& name) { return std::hash<std::string>{}(name); }
+
+// Dummy magnitudes: weights uniform with standard deviation ~0.02; FP8 codes of std ~130 times a
+// block scale of ~1.5e-4 give the same.
+constexpr float kWeightBound = 0.035f;
+constexpr float kFp8CodeBound = 224.0f;
+constexpr float kFp8ScaleLow = 1.4e-4f, kFp8ScaleHigh = 1.7e-4f;
+
 }  // namespace
 
+WeightLoader::WeightLoader(const io::ModelConfig& config, io::StoredFormat format, backend::Backend& backend)
+    : config_(config), backend_(backend) {
+  for (io::TensorSpec& spec : io::checkpoint_tensors(config, format)) {
+    std::string name = spec.name;
+    dummy_specs_.emplace(std::move(name), std::move(spec));
+  }
+}
+
+bool WeightLoader::contains(const std::string& name) const {
+  return checkpoint_ ? checkpoint_->contains(name) : dummy_specs_.count(name) > 0;
+}
+
+std::string WeightLoader::source() const { return checkpoint_ ? checkpoint_->dir() : "dummy weights"; }
+
+const io::TensorSpec& WeightLoader::spec(const std::string& name) const {
+  auto it = dummy_specs_.find(name);
+  DSINFER_CHECK(it != dummy_specs_.end(), "dummy weights: the layout of this config has no tensor ", name);
+  return it->second;
+}
+
+backend::LinearWeight WeightLoader::dummy_linear(Shape shape, bool fp8, const std::string& seed_name) const {
+  uint64_t seed = seed_of(seed_name);
+  backend::LinearWeight weight;
+  if (!fp8) {
+    weight.data = backend_.empty(backend_.compute_dtype(), shape);
+    backend_.fill_uniform(weight.data, seed, -kWeightBound, kWeightBound);
+    return weight;
+  }
+  weight.format = backend::WeightFormat::kFp8Block;
+  weight.data = backend_.empty(DType::kF8E4M3, shape);
+  backend_.fill_uniform(weight.data, seed, -kFp8CodeBound, kFp8CodeBound);
+  Shape blocks = shape;
+  blocks[-2] = (shape[-2] + backend::kWeightBlock - 1) / backend::kWeightBlock;
+  blocks[-1] = (shape[-1] + backend::kWeightBlock - 1) / backend::kWeightBlock;
+  weight.scale = backend_.empty(DType::kF32, blocks);
+  backend_.fill_uniform(weight.scale, seed + 1, kFp8ScaleLow, kFp8ScaleHigh);
+  return weight;
+}
+
+Tensor WeightLoader::dummy_host_f32(const std::string& name) const {
+  const io::TensorSpec& tensor = spec(name);
+  Tensor out = Tensor::empty(DType::kF32, tensor.shape);
+  bool norm = name.find("norm") != std::string::npos;
+  bool bias = name.find("bias") != std::string::npos;
+  float low = norm ? 0.9f : bias ? -0.01f : -kWeightBound, high = norm ? 1.1f : bias ? 0.01f : kWeightBound;
+  for (int64_t i = 0; i < out.numel(); ++i)
+    out.data<float>()[i] = backend::uniform_at(seed_of(name), static_cast<uint64_t>(i), low, high);
+  return out;
+}
+
 void WeightLoader::expect_shape(const std::string& name, Shape expected) const {
-  const io::TensorInfo& info = checkpoint_.info(name);
-  DSINFER_CHECK(info.shape == expected, checkpoint_.dir(), ": ", name, " has shape ", info.shape.to_string(),
+  if (!checkpoint_) {
+    DSINFER_CHECK(spec(name).shape == expected, "dummy weights: ", name, " has shape ",
+                  spec(name).shape.to_string(), ", expected ", expected.to_string());
+    return;
+  }
+  const io::TensorInfo& info = checkpoint_->info(name);
+  DSINFER_CHECK(info.shape == expected, checkpoint_->dir(), ": ", name, " has shape ", info.shape.to_string(),
                 ", expected ", expected.to_string());
 }
 
 Tensor WeightLoader::host_f32(const std::string& name) const {
-  return io::load_f32(checkpoint_, name, static_cast<int>(config_.quantization.block_n),
+  if (!checkpoint_) return dummy_host_f32(name);
+  return io::load_f32(*checkpoint_, name, static_cast<int>(config_.quantization.block_n),
                       static_cast<int>(config_.quantization.block_k));
 }
 
@@ -71,19 +136,19 @@ Tensor WeightLoader::f32(const std::string& name) const { return backend_.to_dev
 Tensor WeightLoader::to_compute(const Tensor& host) const { return backend_.to_device(compute_host(host)); }
 
 backend::LinearWeight WeightLoader::host_linear(const std::string& name) const {
-  const io::TensorInfo& info = checkpoint_.info(name);
-  DSINFER_CHECK(info.shape.rank() == 2, checkpoint_.dir(), ": ", name, " must be a matrix, has shape ",
+  const io::TensorInfo& info = checkpoint_->info(name);
+  DSINFER_CHECK(info.shape.rank() == 2, checkpoint_->dir(), ": ", name, " must be a matrix, has shape ",
                 info.shape.to_string());
-  if (info.dtype == DType::kBF16 || info.dtype == DType::kF32) return {aligned(checkpoint_.tensor(name)), {}, {}};
+  if (info.dtype == DType::kBF16 || info.dtype == DType::kF32) return {aligned(checkpoint_->tensor(name)), {}, {}};
   bool block_128 = config_.quantization.block_n == backend::kWeightBlock &&
                    config_.quantization.block_k == backend::kWeightBlock;
-  if (info.dtype == DType::kF8E4M3 && block_128 && checkpoint_.contains(scale_name(name))) {
+  if (info.dtype == DType::kF8E4M3 && block_128 && checkpoint_->contains(scale_name(name))) {
     Tensor scale = host_f32(scale_name(name));
     int64_t blocks_n = (info.shape[0] + 127) / 128, blocks_k = (info.shape[1] + 127) / 128;
-    DSINFER_CHECK(scale.rank() == 2 && scale.dim(0) == blocks_n && scale.dim(1) == blocks_k, checkpoint_.dir(),
+    DSINFER_CHECK(scale.rank() == 2 && scale.dim(0) == blocks_n && scale.dim(1) == blocks_k, checkpoint_->dir(),
                   ": ", scale_name(name), " has shape ", scale.shape().to_string(), ", expected [", blocks_n, ", ",
                   blocks_k, "]");
-    return {aligned(checkpoint_.tensor(name)), scale, backend::WeightFormat::kFp8Block};
+    return {aligned(checkpoint_->tensor(name)), scale, backend::WeightFormat::kFp8Block};
   }
   // f16, or FP8 with another block size: widen once.
   return {compute_host(host_f32(name)), {}, {}};
@@ -104,12 +169,20 @@ backend::LinearWeight WeightLoader::to_device(const backend::LinearWeight& host)
   return device;
 }
 
-backend::LinearWeight WeightLoader::linear(const std::string& name) const { return to_device(host_linear(name)); }
+backend::LinearWeight WeightLoader::linear(const std::string& name) const {
+  if (!checkpoint_) return dummy_linear(spec(name).shape, is_fp8(name), name);
+  return to_device(host_linear(name));
+}
+
+bool WeightLoader::is_fp8(const std::string& name) const {
+  return spec(name).dtype == DType::kF8E4M3 && config_.quantization.block_n == backend::kWeightBlock &&
+         config_.quantization.block_k == backend::kWeightBlock;
+}
 
 backend::LinearWeight WeightLoader::stack_to_device(const std::vector<backend::LinearWeight>& parts) const {
   std::vector<Tensor> data, scales;
   for (const backend::LinearWeight& part : parts) {
-    DSINFER_CHECK(part.format == parts.front().format, checkpoint_.dir(),
+    DSINFER_CHECK(part.format == parts.front().format, checkpoint_->dir(),
                   ": the weights of one stack are stored in different formats");
     data.push_back(part.data);
     if (part.scale.defined()) scales.push_back(part.scale);
@@ -120,6 +193,10 @@ backend::LinearWeight WeightLoader::stack_to_device(const std::vector<backend::L
 }
 
 backend::LinearWeight WeightLoader::stacked(const std::vector<std::string>& names) const {
+  if (!checkpoint_) {
+    Shape one = spec(names.front()).shape;
+    return dummy_linear({static_cast<int64_t>(names.size()), one[0], one[1]}, is_fp8(names.front()), names.front());
+  }
   std::vector<backend::LinearWeight> parts;
   for (const std::string& name : names) parts.push_back(host_linear(name));
   return stack_to_device(parts);
@@ -128,6 +205,11 @@ backend::LinearWeight WeightLoader::stacked(const std::vector<std::string>& name
 backend::LinearWeight WeightLoader::stacked_gate_up(const std::vector<std::string>& gates,
                                                     const std::vector<std::string>& ups) const {
   DSINFER_CHECK(gates.size() == ups.size(), "stacked_gate_up: ", gates.size(), " gates but ", ups.size(), " ups");
+  if (!checkpoint_) {
+    Shape one = spec(gates.front()).shape;
+    bool fp8 = is_fp8(gates.front()) && one[0] % backend::kWeightBlock == 0;  // as host_rows decides
+    return dummy_linear({static_cast<int64_t>(gates.size()), 2 * one[0], one[1]}, fp8, gates.front());
+  }
   std::vector<backend::LinearWeight> parts;
   for (size_t i = 0; i < gates.size(); ++i) parts.push_back(host_rows(gates[i], ups[i]));
   return stack_to_device(parts);
@@ -135,7 +217,7 @@ backend::LinearWeight WeightLoader::stacked_gate_up(const std::vector<std::strin
 
 backend::LinearWeight WeightLoader::host_rows(const std::string& first, const std::string& second) const {
   backend::LinearWeight a = host_linear(first), b = host_linear(second);
-  DSINFER_CHECK(a.format == b.format && a.data.dim(1) == b.data.dim(1), checkpoint_.dir(), ": ", first, " ",
+  DSINFER_CHECK(a.format == b.format && a.data.dim(1) == b.data.dim(1), checkpoint_->dir(), ": ", first, " ",
                 a.data.shape().to_string(), " and ", second, " ", b.data.shape().to_string(), " cannot be stacked");
   if (a.format == backend::WeightFormat::kFp8Block && a.data.dim(0) % backend::kWeightBlock != 0) {
     // The scale blocks of the second half would not line up: widen both.
@@ -148,6 +230,11 @@ backend::LinearWeight WeightLoader::host_rows(const std::string& first, const st
 }
 
 backend::LinearWeight WeightLoader::concatenated_rows(const std::string& first, const std::string& second) const {
+  if (!checkpoint_) {
+    Shape a = spec(first).shape, b = spec(second).shape;
+    bool fp8 = is_fp8(first) && a[0] % backend::kWeightBlock == 0;
+    return dummy_linear({a[0] + b[0], a[1]}, fp8, first);
+  }
   return to_device(host_rows(first, second));
 }
 

@@ -5,6 +5,11 @@
 // published V3/R1 checkpoint goes to the device without a float32 step. f16 and FP8 with another
 // block size become the backend's compute dtype. Small vectors (norm weights, router bias) are
 // always float32.
+//
+// Without a checkpoint (--load-format dummy) it makes every tensor of the config's published layout
+// (io/tensor_specs.h) with random values on the device (Backend::fill_uniform): the real shapes and
+// formats, weights of magnitude ~0.02, norms ~1, made where they live, so a model too big to download
+// still loads in seconds.
 #pragma once
 
 #include <string>
@@ -12,15 +17,20 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include <map>
+
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "io/tensor_specs.h"
 
 namespace dsinfer::model {
 
 class WeightLoader {
  public:
   WeightLoader(const io::Checkpoint& checkpoint, const io::ModelConfig& config, backend::Backend& backend)
-      : checkpoint_(checkpoint), config_(config), backend_(backend) {}
+      : checkpoint_(&checkpoint), config_(config), backend_(backend) {}
+  // Random weights of the published layout in `format`.
+  WeightLoader(const io::ModelConfig& config, io::StoredFormat format, backend::Backend& backend);
 
   // [N, K] weight of a linear layer, in its stored format, on the backend's device.
   backend::LinearWeight linear(const std::string& name) const;
@@ -37,7 +47,9 @@ class WeightLoader {
   Tensor host_f32(const std::string& name) const;
   // A host float32 tensor in the backend's compute dtype, on the device.
   Tensor to_compute(const Tensor& host_f32) const;
-  bool contains(const std::string& name) const { return checkpoint_.contains(name); }
+  bool contains(const std::string& name) const;
+  // Where the weights come from, for messages: the checkpoint directory or "dummy weights".
+  std::string source() const;
   // Throws unless the tensor has the expected shape: "CHECKPOINT: NAME has shape [..], expected [..]".
   void expect_shape(const std::string& name, Shape expected) const;
 
@@ -55,7 +67,14 @@ class WeightLoader {
   // A host float32 tensor converted to the backend's compute dtype, still on the host.
   Tensor compute_host(const Tensor& wide) const;
 
-  const io::Checkpoint& checkpoint_;
+  // --load-format dummy: the spec of `name` (throws naming it when the layout has no such tensor).
+  const io::TensorSpec& spec(const std::string& name) const;
+  backend::LinearWeight dummy_linear(Shape shape, bool fp8, const std::string& seed_name) const;
+  Tensor dummy_host_f32(const std::string& name) const;
+  bool is_fp8(const std::string& name) const;
+
+  const io::Checkpoint* checkpoint_ = nullptr;        // null for dummy weights
+  std::map<std::string, io::TensorSpec> dummy_specs_;  // dummy weights: every tensor of the layout
   const io::ModelConfig& config_;
   backend::Backend& backend_;
 };

@@ -2,12 +2,17 @@
 //
 // One engine thread runs the loop: take new requests and aborts, ask the scheduler for the next
 // step (decode tokens first, then prefill chunks, within a token budget and the free KV pages),
-// build the step's batch, run the model, sample, and deliver tokens to each request's sink.
+// build the step's batch, run the model, sample, and hand each request's new token to the output
+// thread, which detokenizes, applies stop strings and calls the request's sink.
 // submit() and abort() are thread-safe and return at once.
+//
+// A step that throws fails its own requests; a FatalDeviceError (step_error.h) fails them all and
+// leaves the engine unhealthy: healthy() turns false and submit() throws EngineUnavailable.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -41,6 +46,12 @@ class InvalidRequest : public Error {
   std::string param_;
 };
 
+// submit() on an engine that failed for good (the message says why); the server answers 503.
+class EngineUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
 struct EngineStats {
   int64_t running = 0;
   int64_t waiting = 0;
@@ -64,15 +75,22 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Validates and queues a request. Throws InvalidRequest (prompt empty, too long for the context,
-  // ids outside the vocabulary, bad options). The sink receives StreamOutputs on the engine thread.
+  // ids outside the vocabulary, bad options), or EngineUnavailable once the engine has failed.
+  // The sink receives StreamOutputs on the engine's output thread, in order.
   RequestId submit(std::vector<int32_t> prompt, RequestOptions options, StreamSink sink);
   // Ends a request early; its sink gets a last output with FinishReason::kAbort. Unknown or already
   // finished ids are ignored.
   void abort(RequestId id);
 
+  // False once a FatalDeviceError (or an error in the engine's own bookkeeping) has failed every
+  // request; it stays false. fatal_error() says why ("" while healthy).
+  bool healthy() const;
+  std::string fatal_error() const;
+
   EngineStats stats() const;
-  // Time spent per step outside the model call (scheduling, batch building, sampling, delivery),
-  // averaged over the steps since the last call; microseconds.
+  // The engine thread's wall time per step outside the executor's run and sample calls
+  // (scheduling, batch building, logit processing, bookkeeping, handing outputs over), averaged
+  // over the steps since the last call; microseconds. The output thread's work is not in it.
   double take_overhead_us();
   Metrics& metrics();
   int64_t max_model_len() const;

@@ -9,13 +9,9 @@ class ModelExecutor final : public StepExecutor {
  public:
   ModelExecutor(const model::DeepseekModel& model, int64_t pages) : model_(model), cache_(model.make_cache(pages)) {}
 
-  Tensor run(const model::ForwardBatch& batch) override { return model_.forward(batch, cache_).logits; }
-
-  std::vector<int32_t> sample(const Tensor& logits, const std::vector<backend::SamplingParams>& params,
-                              const std::vector<float>& uniforms) override {
-    backend::Backend& backend = model_.backend();
-    Tensor tokens = backend.to_host(backend.sample(backend.to_device(logits), params, uniforms));
-    return std::vector<int32_t>(tokens.data<int32_t>(), tokens.data<int32_t>() + tokens.numel());
+  backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
+    model::ForwardResult result = model_.forward_on_device(batch, cache_);
+    return model_.backend().sample_tokens(result.logits, sampling);
   }
 
   int64_t vocab_size() const override { return model_.config().vocab_size; }
@@ -39,7 +35,7 @@ std::unique_ptr<StepExecutor> make_model_executor(const model::DeepseekModel& mo
 }
 
 int64_t pages_for(const model::DeepseekModel& model, int64_t sequences, int64_t context, int64_t bytes) {
-  int64_t page_bytes = model.num_cache_layers() * model::kPageSize * model.cache_width() * 4;  // float32 rows
+  int64_t page_bytes = model.page_bytes();
   int64_t wanted = sequences * ((context + model::kPageSize - 1) / model::kPageSize);
   return std::max<int64_t>(1, std::min(wanted, bytes / page_bytes));
 }

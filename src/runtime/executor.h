@@ -14,11 +14,11 @@ namespace dsinfer::runtime {
 class StepExecutor {
  public:
   virtual ~StepExecutor() = default;
-  // Runs one step; returns the logits of batch.logit_rows, [rows, vocab] float32 on the host.
-  virtual Tensor run(const model::ForwardBatch& batch) = 0;
-  // Samples one token per row of host logits.
-  virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<backend::SamplingParams>& params,
-                                      const std::vector<float>& uniforms) = 0;
+  // Runs one step and samples a token for each of batch.logit_rows as `sampling` says (one row
+  // each, in order): penalties, banned tokens, temperature/top-k/top-p/min-p, seeded draws and
+  // logprobs all happen where the logits are, and only tokens (and logprobs when asked) come back
+  // (DESIGN.md, "The device step", item 4).
+  virtual backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) = 0;
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_model_len() const = 0;
   virtual int64_t num_pages() const = 0;

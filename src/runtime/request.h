@@ -46,8 +46,8 @@ struct TokenLogprob {
   std::vector<std::pair<int32_t, float>> top;  // the N most likely tokens and their logprobs
 };
 
-// One delivery to a request's sink. The engine calls the sink from its own thread, in order, once
-// per step that produced output for the request, and a last time with `finished` set.
+// One delivery to a request's sink. The engine calls the sink from its output thread, in order,
+// once per step that produced output for the request, and a last time with `finished` set.
 struct StreamOutput {
   std::vector<int32_t> token_ids;   // new tokens since the last delivery
   std::string text;                 // new text since the last delivery (stop strings withheld)
@@ -61,7 +61,9 @@ struct StreamOutput {
   int64_t cached_tokens = 0;        // prompt tokens served from the prefix cache
 };
 
-// Called on the engine's thread; the output is only valid during the call (the engine reuses it).
+// Called on the engine's output thread, never its scheduling thread: a slow sink delays other
+// requests' outputs, not the steps (until OutputProcessor::kMaxQueuedSteps steps wait). The output
+// is only valid during the call (the engine reuses it).
 using StreamSink = std::function<void(const StreamOutput&)>;
 using RequestId = uint64_t;
 using Clock = std::chrono::steady_clock;

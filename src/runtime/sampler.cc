@@ -1,8 +1,5 @@
 #include "runtime/sampler.h"
 
-#include <algorithm>
-#include <cmath>
-#include <numeric>
 
 namespace dsinfer::runtime {
 
@@ -15,43 +12,41 @@ void record_token(SamplerState& state, const SamplingOptions& options, int32_t t
   if (options.repetition_penalty != 1.0f) state.seen.insert(token);
 }
 
-void process_logits(float* logits, int64_t vocab, const SamplingOptions& options, const SamplerState& state,
-                    const std::vector<int32_t>& banned) {
-  // Most requests use no penalty: do not even touch the (cold) bookkeeping then.
-  bool penalized = options.repetition_penalty != 1.0f || options.frequency_penalty != 0.0f ||
-                   options.presence_penalty != 0.0f;
-  if (!penalized && banned.empty()) return;
-  // Hugging Face's repetition penalty: positive logits divided, negative ones multiplied.
-  for (int32_t token : state.seen) {
-    if (token < 0 || token >= vocab) continue;
-    float& logit = logits[token];
-    logit = logit > 0 ? logit / options.repetition_penalty : logit * options.repetition_penalty;
-  }
-  // OpenAI's penalties over the output so far.
+void append_sampling_row(backend::SamplingBatch& batch, const SamplingOptions& options, const SamplerState& state,
+                         std::span<const int32_t> banned, float uniform, int top_logprobs) {
+  backend::SamplingRow row;
+  row.params = to_sampling_params(options);
+  row.repetition_penalty = options.repetition_penalty;
+  row.frequency_penalty = options.frequency_penalty;
+  row.presence_penalty = options.presence_penalty;
+  row.uniform = uniform;
+  row.top_logprobs = top_logprobs;
+  batch.rows.push_back(row);
+  // Distinct tokens of prompt and output (repetition penalty) and their output counts (frequency and
+  // presence penalties); a request without penalties keeps neither, so adds nothing here.
   for (const auto& [token, count] : state.output_counts) {
-    if (token < 0 || token >= vocab) continue;
-    logits[token] -= options.frequency_penalty * count + options.presence_penalty;
+    batch.history_tokens.push_back(token);
+    batch.history_output_counts.push_back(count);
   }
-  for (int32_t token : banned)
-    if (token >= 0 && token < vocab) logits[token] = -INFINITY;
+  for (int32_t token : state.seen) {
+    if (state.output_counts.count(token)) continue;
+    batch.history_tokens.push_back(token);
+    batch.history_output_counts.push_back(0);
+  }
+  batch.history_start.push_back(static_cast<int32_t>(batch.history_tokens.size()));
+  batch.banned_tokens.insert(batch.banned_tokens.end(), banned.begin(), banned.end());
+  batch.banned_start.push_back(static_cast<int32_t>(batch.banned_tokens.size()));
 }
 
-TokenLogprob token_logprobs(const float* logits, int64_t vocab, int32_t token, int top_n) {
-  float max_logit = *std::max_element(logits, logits + vocab);
-  double total = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) total += std::exp(static_cast<double>(logits[i] - max_logit));
-  auto log_normalizer = static_cast<float>(max_logit + std::log(total));
+TokenLogprob row_logprobs(const backend::SampledTokens& sampled, int64_t row, int top_n) {
   TokenLogprob out;
-  out.token_id = token;
-  out.logprob = logits[token] - log_normalizer;
-  if (top_n > 0) {
-    std::vector<int32_t> order(vocab);
-    std::iota(order.begin(), order.end(), 0);
-    int64_t n = std::min<int64_t>(top_n, vocab);
-    std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    for (int64_t i = 0; i < n; ++i) out.top.emplace_back(order[i], logits[order[i]] - log_normalizer);
+  out.token_id = sampled.tokens.data<int32_t>()[row];
+  out.logprob = sampled.logprobs.data<float>()[row];
+  int64_t width = sampled.top_ids.dim(1);
+  for (int i = 0; i < top_n && i < width; ++i) {
+    int32_t id = sampled.top_ids.data<int32_t>()[row * width + i];
+    if (id < 0) break;  // past the vocabulary
+    out.top.emplace_back(id, sampled.top_logprobs.data<float>()[row * width + i]);
   }
   return out;
 }

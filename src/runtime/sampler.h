@@ -1,8 +1,9 @@
-// Per-request sampling state and the logit processing that runs before the sampling op:
-// repetition, frequency and presence penalties, min_tokens, and logprobs of the raw logits.
+// Per-request sampling state (its seeded draws and its penalty history) and the row it contributes
+// to a step's SamplingBatch; the backend's sample_tokens does the rest where the logits are.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -24,13 +25,15 @@ struct SamplerState {
 void init_sampler(SamplerState& state, const SamplingOptions& options, const std::vector<int32_t>& prompt);
 void record_token(SamplerState& state, const SamplingOptions& options, int32_t token);
 
-// In place on one row of host logits [vocab]. `banned` (the stop tokens while fewer than
-// min_tokens were generated) get -inf.
-void process_logits(float* logits, int64_t vocab, const SamplingOptions& options, const SamplerState& state,
-                    const std::vector<int32_t>& banned);
+// Appends one row to `batch`: the request's sampling options, its history for the penalties (only
+// when it has a penalty), `banned` (the stop tokens while fewer than min_tokens were generated), the
+// row's uniform draw and how many top logprobs it wants (-1: none). The backend's sample_tokens then
+// does what the engine used to do on the host (backend.h, SamplingRow).
+void append_sampling_row(backend::SamplingBatch& batch, const SamplingOptions& options, const SamplerState& state,
+                         std::span<const int32_t> banned, float uniform, int top_logprobs);
 
-// log_softmax of raw logits at `token`, and the top_n most likely tokens.
-TokenLogprob token_logprobs(const float* logits, int64_t vocab, int32_t token, int top_n);
+// Row b of a step's sampled tokens as the request's TokenLogprob.
+TokenLogprob row_logprobs(const backend::SampledTokens& sampled, int64_t row, int top_n);
 
 backend::SamplingParams to_sampling_params(const SamplingOptions& options);
 

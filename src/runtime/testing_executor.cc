@@ -35,7 +35,7 @@ std::vector<int32_t> HashingExecutor::expected(std::vector<int32_t> prompt, int6
   return out;
 }
 
-Tensor HashingExecutor::run(const model::ForwardBatch& batch) {
+backend::SampledTokens HashingExecutor::run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) {
   const backend::AttentionBatch& attention = batch.attention;
   for (size_t t = 0; t < batch.token_ids.size(); ++t) slots_.at(attention.slot_mapping[t]) = batch.token_ids[t];
   tokens_run_ = batch.num_tokens();
@@ -68,16 +68,29 @@ Tensor HashingExecutor::run(const model::ForwardBatch& batch) {
     written_.push_back(r * vocab_ + second);
     favoured_.push_back(favoured);
   }
-  return logits;
-}
-
-std::vector<int32_t> HashingExecutor::sample(const Tensor& logits, const std::vector<backend::SamplingParams>& params,
-                                             const std::vector<float>& uniforms) {
-  // Light mode assumes no logit processing (no penalties), so greedy picks what run() favoured.
-  bool greedy = std::all_of(params.begin(), params.end(), [](const auto& p) { return p.temperature <= 0.0f; });
-  if (light_ && greedy) return favoured_;
-  Tensor tokens = backend::cpu::sample(logits, params, uniforms);
-  return std::vector<int32_t>(tokens.data<int32_t>(), tokens.data<int32_t>() + tokens.numel());
+  // Light mode assumes no logit processing (no penalties, greedy), so it answers with what it
+  // favoured without scanning the logits, as a device would leave the host's caches alone.
+  bool greedy = std::all_of(sampling.rows.begin(), sampling.rows.end(), [](const backend::SamplingRow& row) {
+    return row.params.temperature <= 0.0f && row.top_logprobs < 0 && row.repetition_penalty == 1.0f &&
+           row.frequency_penalty == 0.0f && row.presence_penalty == 0.0f;
+  });
+  if (light_ && greedy && sampling.banned_tokens.empty()) {
+    if (light_tokens_.numel() < rows) light_tokens_ = Tensor::empty(DType::kI32, {std::max<int64_t>(rows, 1) * 2});
+    std::copy(favoured_.begin(), favoured_.end(), light_tokens_.data<int32_t>());
+    backend::SampledTokens out;
+    out.tokens = light_tokens_.slice(0, rows);
+    return out;
+  }
+  // The penalties and bans change more entries of the reused buffer: reset those next step too.
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int32_t i = sampling.history_start[r]; i < sampling.history_start[r + 1]; ++i)
+      if (sampling.history_tokens[i] >= 0 && sampling.history_tokens[i] < vocab_)
+        written_.push_back(r * vocab_ + sampling.history_tokens[i]);
+    for (int32_t i = sampling.banned_start[r]; i < sampling.banned_start[r + 1]; ++i)
+      if (sampling.banned_tokens[i] >= 0 && sampling.banned_tokens[i] < vocab_)
+        written_.push_back(r * vocab_ + sampling.banned_tokens[i]);
+  }
+  return backend::cpu::sample_tokens(logits, sampling);
 }
 
 }  // namespace dsinfer::runtime

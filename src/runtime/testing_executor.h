@@ -21,9 +21,7 @@ class HashingExecutor final : public StepExecutor {
   HashingExecutor(int64_t vocab, int64_t pages, int64_t max_model_len, std::vector<int32_t> eos_ids,
                   int32_t first_token = 16, bool light = false);
 
-  Tensor run(const model::ForwardBatch& batch) override;
-  std::vector<int32_t> sample(const Tensor& logits, const std::vector<backend::SamplingParams>& params,
-                              const std::vector<float>& uniforms) override;
+  backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override;
   int64_t vocab_size() const override { return vocab_; }
   int64_t max_model_len() const override { return max_model_len_; }
   int64_t num_pages() const override { return pages_; }
@@ -43,6 +41,7 @@ class HashingExecutor final : public StepExecutor {
   bool light_;
   std::vector<int32_t> slots_;  // token written to each cache slot, -1 if none
   Tensor logits_;
+  Tensor light_tokens_;               // light greedy steps: the favoured tokens, reused
   std::vector<int32_t> favoured_;     // per logits row of the last step: the token given 10.0
   std::vector<int64_t> written_;      // logits entries set by the last step (cleared by the next)
   int64_t tokens_run_ = 0;

@@ -23,6 +23,12 @@ void respond_error(HttpResponder& responder, const ProtocolError& error) {
   responder.respond(error.status(), std::string(kJson), error_body(error));
 }
 
+// The engine failed for good (a lost device): the server cannot answer and is about to exit.
+ProtocolError engine_unavailable(std::string_view why) {
+  return ProtocolError(503, str_cat("The server can no longer run the model (", why,
+                                    "); it is shutting down. Retry on another instance."));
+}
+
 bool constant_time_equal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char difference = 0;
@@ -99,6 +105,8 @@ void OpenAIServer::Impl::handle(const HttpRequest& request, const std::shared_pt
     respond_error(*responder, error);
   } catch (const runtime::InvalidRequest& error) {
     respond_error(*responder, invalid_request(error.what(), error.param()));
+  } catch (const runtime::EngineUnavailable& error) {
+    respond_error(*responder, engine_unavailable(error.what()));
   } catch (const Error& error) {
     // Template and tokenizer errors come from what the client sent (a raise_exception in the
     // template, text that is not UTF-8): the client's to fix.
@@ -118,6 +126,7 @@ void OpenAIServer::Impl::route(const HttpRequest& request, const std::shared_ptr
   if (path == "/health") {
     expect("GET");
     if (!ready.load()) throw server_not_ready();
+    if (!served.engine->healthy()) throw engine_unavailable(served.engine->fatal_error());
     return responder->respond(200, "text/plain", "");
   }
   if (path == "/metrics") {
@@ -158,8 +167,8 @@ void OpenAIServer::Impl::submit(std::vector<int32_t> prompt, runtime::RequestOpt
   auto responder = exchange.responder;
   runtime::StreamSink sink;
   if (exchange.stream) {
-    // The stream's head goes out with the first output, from the engine's thread like every chunk
-    // after it, so the two stay in order; and a request the engine refuses is still a plain 4xx.
+    // The stream's head goes out with the first output, from the engine's output thread like every
+    // chunk after it, so the two stay in order; and a request the engine refuses is still a plain 4xx.
     sink = [responder, head = exchange.stream_head, next = exchange.stream_next,
             started = false](const runtime::StreamOutput& output) mutable {
       if (!started) {

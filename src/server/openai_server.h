@@ -2,11 +2,14 @@
 // engine's request streams.
 //
 //   POST /v1/chat/completions, POST /v1/completions (streamed as SSE or not), GET /v1/models,
-//   GET /health (503 until a model is attached), POST /tokenize, POST /detokenize, GET /metrics.
+//   GET /health (503 until a model is attached, and once the engine has failed for good),
+//   POST /tokenize, POST /detokenize, GET /metrics.
 //
 // Handlers run on the HTTP event loop and never block: a request is validated, rendered,
-// tokenized and submitted; the engine's thread then pushes its output to the responder, which
-// hands it back to the event loop. A client that goes away aborts its request.
+// tokenized and submitted; the engine's output thread then pushes its output (SSE chunks are
+// built there) to the responder, which hands it back to the event loop. A client that goes away
+// aborts its request. A request the engine fails gets a 500 (or an error event in its stream);
+// new requests to an engine that failed for good get a 503.
 #pragma once
 
 #include <atomic>

@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "core/json.h"
 #include "core/source_path.h"
 #include "core/strings.h"
+#include "runtime/step_error.h"
 #include "server/openai_server.h"
 #include "tokenizer/chat/chat_template.h"
 
@@ -377,6 +379,66 @@ TEST(Server, TheBundledModelReasonsAndAnswersASum) {
   EXPECT_NE(message->find("reasoning_content")->as_string().find("123 + 456 = 579"), std::string::npos);
   EXPECT_EQ(std::string(trim(message->find("content")->as_string())), "579");
   EXPECT_EQ(choice.find("finish_reason")->as_string(), "stop");
+}
+
+// A device that fails for good on its first step, as one with a sticky CUDA error does.
+class BrokenDevice final : public runtime::StepExecutor {
+ public:
+  explicit BrokenDevice(int64_t vocab) : vocab_(vocab) {}
+  backend::SampledTokens run(const model::ForwardBatch&, const backend::SamplingBatch&) override {
+    throw runtime::FatalDeviceError("CUDA error: an illegal memory access was encountered");
+  }
+  int64_t vocab_size() const override { return vocab_; }
+  int64_t max_model_len() const override { return 256; }
+  int64_t num_pages() const override { return 16; }
+  std::vector<int32_t> eos_token_ids() const override { return {}; }
+
+ private:
+  int64_t vocab_;
+};
+
+TEST(Server, AFatalDeviceErrorFailsTheRequestAndTurnsHealthTo503) {
+  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(fixture_dir());
+  runtime::Engine engine(std::make_unique<BrokenDevice>(tokenizer.vocab_size()), tokenizer, {});
+  ServerOptions options = tiny_options();
+  options.http.port = 0;
+  OpenAIServer server(options);
+  server.start();
+  server.attach({&engine, &tokenizer, nullptr});
+  HttpClient client;
+  auto fetch = [&](std::string method, std::string target, std::string body = "") {
+    HttpCall call;
+    call.method = std::move(method);
+    call.port = server.port();
+    call.target = std::move(target);
+    call.body = std::move(body);
+    call.headers = {{"Content-Type", "application/json"}};
+    call.timeout_seconds = 60;
+    return client.fetch(call);
+  };
+  EXPECT_EQ(fetch("GET", "/health").status, 200);
+  // The request in flight when the device fails gets a 500 with the device's message.
+  HttpClientResponse failed = fetch("POST", "/v1/completions", completion_body(prompt_of(10, 1), 4, false));
+  EXPECT_EQ(failed.status, 500) << failed.body;
+  EXPECT_NE(failed.body.find("illegal memory access"), std::string::npos) << failed.body;
+  EXPECT_FALSE(engine.healthy());
+  // Then /health and new requests answer 503 with an OpenAI-style error body.
+  std::vector<std::tuple<std::string, std::string, std::string>> after = {
+      {"GET", "/health", ""},
+      {"POST", "/v1/completions", completion_body(prompt_of(10, 2), 4, false)},
+      {"POST", "/v1/completions", completion_body(prompt_of(10, 3), 4, true)}};
+  for (const auto& [method, target, body] : after) {
+    HttpClientResponse response = fetch(method, target, body);
+    EXPECT_EQ(response.status, 503) << target << ": " << response.body;
+    Json answer = Json::parse(response.body);
+    const Json* error = answer.find("error");
+    ASSERT_TRUE(error && error->is_object()) << response.body;
+    EXPECT_NE(error->find("message")->as_string().find("illegal memory access"), std::string::npos);
+    EXPECT_EQ(error->find("type")->as_string(), "server_error");
+  }
+  runtime::EngineStats stats = engine.stats();
+  EXPECT_EQ(stats.running + stats.waiting, 0);
+  EXPECT_EQ(stats.free_pages, stats.total_pages);
 }
 
 TEST(Server, TokenizeAndDetokenize) {

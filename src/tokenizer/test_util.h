@@ -1,5 +1,5 @@
 // Helpers shared by the tokenizer tests: fixture paths, fixture JSON, and the DeepSeek-V3
-// tokenizer loaded once per test binary (its tokenizer.json is 7.5 MB).
+// tokenizer loaded once per test binary (its tokenizer.json is 7.8 MB).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -26,8 +26,13 @@ inline Json load_fixture(std::string_view relative) {
   return Json::parse(read_file(fixture_path(relative)));
 }
 
+// The DeepSeek-V3 tokenizer's directory (tokenizer.json, tokenizer_config.json). The repository
+// keeps tokenizer.json xz-compressed; the build decompresses it there (dsinfer_tokenizer_fixture in
+// src/tokenizer/CMakeLists.txt).
+inline std::string deepseek_v3_dir() { return DSINFER_DEEPSEEK_V3_TOKENIZER_DIR; }
+
 inline const Tokenizer& deepseek_v3() {
-  static const Tokenizer tokenizer = Tokenizer::from_dir(fixture_path("tokenizers/deepseek-v3"));
+  static const Tokenizer tokenizer = Tokenizer::from_dir(deepseek_v3_dir());
   return tokenizer;
 }
 

@@ -11,6 +11,7 @@ namespace dsinfer::tokenizer {
 namespace {
 
 using test_util::deepseek_v3;
+using test_util::deepseek_v3_dir;
 using test_util::fixture_path;
 using test_util::ids_of;
 using test_util::load_fixture;
@@ -114,7 +115,7 @@ TEST(DeepSeekV3, ConcurrentEncodesAgree) {
 }
 
 TEST(DeepSeekV3, WithoutWordCacheGivesTheSameIds) {
-  Tokenizer uncached = Tokenizer::from_dir(fixture_path("tokenizers/deepseek-v3"),
+  Tokenizer uncached = Tokenizer::from_dir(deepseek_v3_dir(),
                                            TokenizerOptions{.word_cache_capacity = 0});
   Json cases = load_fixture("tokenizer/deepseek_v3_encode.json");
   for (const Json& item : cases.as_array()) {

@@ -14,6 +14,9 @@ class CpuBackend final : public Backend {
   Tensor to_device(const Tensor& host) override { return host; }
   Tensor to_host(const Tensor& tensor) override { return tensor; }
 
+  void fill_uniform(Tensor& t, uint64_t seed, float low, float high) override {
+    cpu::fill_uniform(t, seed, low, high);
+  }
   Tensor embedding(const Tensor& table, const Tensor& ids) override { return cpu::embedding(table, ids); }
   Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) override {
     return cpu::rms_norm(x, weight, eps);

@@ -9,6 +9,7 @@
 
 namespace dsinfer::backend::cpu {
 
+void fill_uniform(Tensor& t, uint64_t seed, float low, float high);
 Tensor embedding(const Tensor& table, const Tensor& ids);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);
 Tensor add_rms_norm_inplace(Tensor& residual, const Tensor& x, const Tensor& weight, float eps);

@@ -66,7 +66,8 @@ void apply_penalties(float* row, int64_t V, const SamplingBatch& batch, int b) {
     if (params.repetition_penalty != 1.0f)
       logit = logit > 0 ? logit / params.repetition_penalty : logit * params.repetition_penalty;
     if (int32_t count = batch.history_output_counts[i]; count > 0)
-      logit -= params.frequency_penalty * static_cast<float>(count) + params.presence_penalty;
+      // One fused multiply-add, spelled out so that every backend rounds it alike.
+      logit -= std::fma(params.frequency_penalty, static_cast<float>(count), params.presence_penalty);
   }
   for (int32_t i = batch.banned_start[b]; i < batch.banned_start[b + 1]; ++i) {
     int32_t token = batch.banned_tokens[i];

@@ -1,0 +1,194 @@
+// CudaOps: products (gemm.h), attention (mla_decode.h, prefill_attention.h), routed experts (moe.h)
+// and sampling (sampling.h) behind the backend's op signatures. Each op checks its shapes on the
+// host, takes its scratch from the backend's caching allocator (stream-ordered reuse: no driver
+// allocation once the step's shapes have been seen) and queues its kernels.
+#include "backend/cuda/cuda_ops.h"
+
+#include <cuda_bf16.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/mla_decode.h"
+#include "backend/cuda/moe.h"
+#include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/sampling_op.h"
+
+namespace dsinfer::backend::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+void expect_bf16(const Tensor& t, const char* op, const char* what, int rank) {
+  DSINFER_CHECK(t.defined() && t.device() == Device::kCuda && t.dtype() == DType::kBF16 && t.rank() == rank, op,
+                ": ", what, " must be a rank-", rank, " bf16 CUDA tensor, got ", dtype_name(t.dtype()), " ",
+                t.shape().to_string());
+}
+
+GemmWeight gemm_weight(const LinearWeight& weight) {
+  DSINFER_CHECK(weight.format != WeightFormat::kW4A8, "linear: W4A8 weights are not supported yet");
+  GemmWeight out;
+  out.data = weight.data.raw();
+  out.dtype = weight.data.dtype();
+  if (weight.format == WeightFormat::kFp8Block) out.scale = weight.scale.data<float>();
+  return out;
+}
+
+class Ops final : public CudaOps {
+ public:
+  Ops(CudaContext& context, bool reference)
+      : context_(context), reference_(reference), gemm_(GemmOptions{0, reference}), sampler_(context) {}
+
+  Tensor linear(const Tensor& x, const LinearWeight& weight, DType out_dtype) override {
+    expect_bf16(x, "linear", "x", 2);
+    DSINFER_CHECK(weight.data.rank() == 2 && weight.data.dim(1) == x.dim(1), "linear: x ", x.shape().to_string(),
+                  " does not match weight ", weight.data.shape().to_string());
+    int64_t T = x.dim(0), N = weight.data.dim(0), K = x.dim(1);
+    Tensor y = context_.allocate(out_dtype, {T, N});
+    if (T == 0) return y;
+    LinearPlan plan = plan_linear(gemm_.options(), weight.data.dtype(), out_dtype, T, N, K);
+    std::shared_ptr<void> scratch = plan.scratch_bytes ? context_.allocate_bytes(plan.scratch_bytes) : nullptr;
+    LinearArgs args;
+    args.x = static_cast<const bf16*>(x.raw());
+    args.weight = gemm_weight(weight);
+    args.y = y.raw();
+    args.y_dtype = out_dtype;
+    args.tokens = T;
+    args.out_features = N;
+    args.in_features = K;
+    args.scratch = scratch.get();
+    args.scratch_bytes = plan.scratch_bytes;
+    gemm_.linear(args, context_.stream());
+    return y;
+  }
+
+  Tensor grouped_linear(const Tensor& x, const Tensor& weight) override {
+    expect_bf16(x, "grouped_linear", "x", 3);
+    DSINFER_CHECK(weight.rank() == 3 && weight.dim(0) == x.dim(1) && weight.dim(2) == x.dim(2),
+                  "grouped_linear: x ", x.shape().to_string(), " does not match weight ", weight.shape().to_string());
+    int64_t T = x.dim(0), G = x.dim(1), N = weight.dim(1), K = x.dim(2);
+    Tensor y = context_.allocate(DType::kBF16, {T, G, N});
+    if (T == 0) return y;
+    gemm_.grouped_linear(static_cast<const bf16*>(x.raw()), weight.raw(), weight.dtype(), static_cast<bf16*>(y.raw()),
+                         T, G, N, K, context_.stream());
+    return y;
+  }
+
+  Tensor attention_expanded(const Tensor& q, const Tensor& kv, const Tensor& k_rope, const AttentionBatch& batch,
+                            float scale) override {
+    expect_bf16(q, "attention_expanded", "q", 3);
+    expect_bf16(kv, "attention_expanded", "kv", 3);
+    expect_bf16(k_rope, "attention_expanded", "k_rope", 2);
+    const DeviceAttention& device = context_.metadata().attention(batch);
+    int64_t T = q.dim(0), H = q.dim(1);
+    // Head widths from the shapes: R = k_rope width, N = the rest of q, V = the rest of a kv row.
+    const int64_t R = k_rope.dim(1), N = q.dim(2) - R, V = kv.dim(2) - N;
+    DSINFER_CHECK(R >= 1 && N >= 1 && V >= 1 && kv.dim(1) == H && kv.dim(0) == device.total_context &&
+                      k_rope.dim(0) == device.total_context && T == device.num_tokens,
+                  "attention_expanded: q ", q.shape().to_string(), ", kv ", kv.shape().to_string(), ", k_rope ",
+                  k_rope.shape().to_string(), " do not match each other or the batch (", device.num_tokens,
+                  " tokens, ", device.total_context, " context rows)");
+    Tensor out = context_.allocate(DType::kBF16, {T, H, V});
+    if (T == 0) return out;
+    PrefillAttentionArgs args;
+    args.q = static_cast<const bf16*>(q.raw());
+    args.kv = static_cast<const bf16*>(kv.raw());
+    args.k_rope = static_cast<const bf16*>(k_rope.raw());
+    args.query_start = device.query_start;
+    args.kv_start = device.context_start;
+    args.positions = device.positions;
+    args.out = static_cast<bf16*>(out.raw());
+    args.tokens = static_cast<int>(T);
+    args.heads = static_cast<int>(H);
+    args.num_sequences = device.num_sequences;
+    args.nope_dim = static_cast<int>(N);
+    args.rope_dim = static_cast<int>(R);
+    args.value_dim = static_cast<int>(V);
+    args.scale = scale;
+    prefill_attention(args, reference_ ? PrefillAttentionKernel::kSimple : PrefillAttentionKernel::kFlash,
+                      context_.stream());
+    return out;
+  }
+
+  Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionBatch& batch, float scale,
+                            int64_t latent_width) override {
+    expect_bf16(q, "attention_absorbed", "q", 3);
+    expect_bf16(cache, "attention_absorbed", "cache", 3);
+    const DeviceAttention& device = context_.metadata().attention(batch);
+    int64_t T = q.dim(0), H = q.dim(1), W = cache.dim(2);
+    DSINFER_CHECK(q.dim(2) == W && latent_width >= 1 && latent_width <= W && cache.dim(1) == device.page_size &&
+                      T == device.num_tokens,
+                  "attention_absorbed: q ", q.shape().to_string(), " and cache ", cache.shape().to_string(),
+                  " must be equally wide with a latent width of ", latent_width, " and pages of ", device.page_size,
+                  " tokens, ", device.num_tokens, " tokens");
+    Tensor out = context_.allocate(DType::kBF16, {T, H, latent_width});
+    if (T == 0) return out;
+    MlaDecodeArgs args;
+    args.q = static_cast<const bf16*>(q.raw());
+    args.cache = static_cast<const bf16*>(cache.raw());
+    args.token_sequence = device.token_sequence;
+    args.positions = device.positions;
+    args.page_table_start = device.page_table_start;
+    args.page_ids = device.page_ids;
+    args.out = static_cast<bf16*>(out.raw());
+    args.tokens = static_cast<int>(T);
+    args.heads = static_cast<int>(H);
+    args.latent_dim = static_cast<int>(latent_width);
+    args.rope_dim = static_cast<int>(W - latent_width);
+    args.page_size = device.page_size;
+    args.max_context = std::max(device.max_context, 1);
+    args.sm_count = context_.sm_count();
+    args.scale = scale;
+    args.scratch_bytes = mla_decode_scratch_bytes(args.tokens, args.heads, args.max_context, args.sm_count,
+                                                  args.latent_dim, args.rope_dim);
+    std::shared_ptr<void> scratch = args.scratch_bytes ? context_.allocate_bytes(args.scratch_bytes) : nullptr;
+    args.scratch = scratch.get();
+    mla_decode(args, reference_ ? MlaDecodeKernel::kSimple : MlaDecodeKernel::kTensorCore, context_.stream());
+    return out;
+  }
+
+  Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) override {
+    expect_bf16(x, "moe_experts", "x", 2);
+    const LinearWeight& gate_up = experts.gate_up;
+    const LinearWeight& down = experts.down;
+    MoeShape shape;
+    shape.tokens = x.dim(0);
+    shape.top_k = routing.expert_ids.dim(1);
+    shape.num_experts = experts.num_experts();
+    shape.inter = down.data.dim(2);
+    shape.hidden = x.dim(1);
+    DSINFER_CHECK(gate_up.data.rank() == 3 && down.data.rank() == 3 && gate_up.data.dim(1) == 2 * shape.inter &&
+                      gate_up.data.dim(2) == shape.hidden && down.data.dim(1) == shape.hidden &&
+                      routing.expert_ids.dim(0) == shape.tokens,
+                  "moe_experts: x ", x.shape().to_string(), " does not match experts ",
+                  gate_up.data.shape().to_string(), " / ", down.data.shape().to_string());
+    Tensor out = context_.allocate(DType::kBF16, {shape.tokens, shape.hidden});
+    if (shape.tokens == 0) return out;
+    size_t scratch_bytes = moe_experts_scratch_bytes(shape);
+    std::shared_ptr<void> scratch = context_.allocate_bytes(scratch_bytes);
+    auto matrix = [](const LinearWeight& w) {
+      return ExpertMatrix{w.data.raw(), w.scale.defined() ? w.scale.data<float>() : nullptr, w.format};
+    };
+    cuda::moe_experts(static_cast<const bf16*>(x.raw()), routing.expert_ids.data<int32_t>(),
+                      routing.weights.data<float>(), matrix(gate_up), matrix(down), shape,
+                      static_cast<bf16*>(out.raw()), scratch.get(), scratch_bytes, context_.stream());
+    return out;
+  }
+
+  SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
+    return sampler_.sample(logits, batch);
+  }
+
+ private:
+  CudaContext& context_;
+  bool reference_;
+  GemmRunner gemm_;
+  SamplingOp sampler_;
+};
+
+}  // namespace
+
+std::unique_ptr<CudaOps> make_cuda_ops(CudaContext& context, bool reference) {
+  return std::make_unique<Ops>(context, reference);
+}
+
+}  // namespace dsinfer::backend::cuda

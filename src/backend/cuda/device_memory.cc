@@ -1,0 +1,124 @@
+#include "backend/cuda/device_memory.h"
+
+#include <bit>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace dsinfer::backend::cuda {
+namespace {
+
+size_t size_class(size_t bytes) {
+  constexpr size_t kGranule = 512, kSmall = size_t{1} << 20;
+  if (bytes == 0) bytes = 1;
+  if (bytes <= kSmall) return (bytes + kGranule - 1) / kGranule * kGranule;
+  size_t power = std::bit_ceil(bytes);
+  size_t step = power / 16;  // eighths of the lower power of two
+  return (bytes + step - 1) / step * step;
+}
+
+}  // namespace
+
+Tensor DeviceAllocator::allocate(DType dtype, Shape shape) {
+  size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  std::shared_ptr<void> block = allocate_bytes(bytes);
+  void* data = block.get();  // before the move below: argument order is unspecified
+  return Tensor::wrap(data, dtype, shape, Device::kCuda, std::move(block));
+}
+
+std::shared_ptr<void> DeviceAllocator::allocate_bytes(size_t bytes) {
+  size_t cls = size_class(bytes);
+  void* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.find(cls);
+    if (it != free_.end() && !it->second.empty()) {
+      block = it->second.back();
+      it->second.pop_back();
+    }
+  }
+  if (!block) {
+    cudaError_t status = cudaMalloc(&block, cls);
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // not sticky: clear it so later calls do not see it
+      throw Error(str_cat("CUDA out of memory allocating ", cls, " bytes (", reserved_bytes(),
+                          " bytes already held by dsinfer)"));
+    }
+    DSINFER_CUDA_CHECK(status);
+    std::lock_guard<std::mutex> lock(mutex_);
+    all_.emplace(block, cls);
+    reserved_ += cls;
+    ++driver_allocations_;
+  }
+  std::weak_ptr<DeviceAllocator> owner = weak_from_this();
+  return std::shared_ptr<void>(block, [owner, cls](void* p) {
+    if (auto allocator = owner.lock()) allocator->release(p, cls);
+  });
+}
+
+void DeviceAllocator::release(void* block, size_t cls) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_[cls].push_back(block);
+}
+
+size_t DeviceAllocator::reserved_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reserved_;
+}
+
+size_t DeviceAllocator::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t bytes = 0;
+  for (const auto& [cls, blocks] : free_) bytes += cls * blocks.size();
+  return bytes;
+}
+
+void DeviceAllocator::release_cached() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [cls, blocks] : free_) {
+    for (void* block : blocks) {
+      DSINFER_CUDA_CHECK(cudaFree(block));
+      all_.erase(block);
+      reserved_ -= cls;
+    }
+    blocks.clear();
+  }
+}
+
+size_t DeviceAllocator::driver_allocations() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return driver_allocations_;
+}
+
+DeviceAllocator::~DeviceAllocator() {
+  for (const auto& [block, cls] : all_) cudaFree(block);  // no throwing from a destructor
+}
+
+PinnedBuffer::PinnedBuffer(size_t bytes) { reserve(bytes); }
+
+PinnedBuffer::~PinnedBuffer() {
+  if (data_) cudaFreeHost(data_);
+}
+
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_) cudaFreeHost(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void PinnedBuffer::reserve(size_t bytes) {
+  if (bytes <= size_) return;
+  if (data_) DSINFER_CUDA_CHECK(cudaFreeHost(data_));
+  data_ = nullptr;
+  size_ = 0;
+  DSINFER_CUDA_CHECK(cudaMallocHost(&data_, bytes));
+  size_ = bytes;
+}
+
+}  // namespace dsinfer::backend::cuda

@@ -1,0 +1,357 @@
+// Elementwise kernels: embedding lookup, residual add, SiLU gating, strided row copies, dtype
+// conversion. bf16 in and out, float32 math.
+//
+// All are memory bound (a few FLOPs per element at most); the roofline is the bytes moved over HBM
+// bandwidth (H100 SXM ~3.35 TB/s, H200 ~4.8 TB/s):
+//   embedding    tokens * dim * (2 or 4) read + tokens * dim * 2 written
+//   add_inplace  6n bytes (x read and written, y read), n FLOPs
+//   silu_mul     tokens * 2I * 2 read + tokens * I * 2 written, ~5 FLOPs per output
+//   copy_rows    2 * rows * cols * element_bytes
+//   conversions  6n bytes
+//
+// Launch configuration:
+//   row ops (embedding, silu_mul, copy_rows): a row is split into units (8 elements = 16 bytes when
+//   alignment allows, else 1 element, or the widest access that fits for copies). A 256-thread block
+//   is tx x ty: tx threads (the smallest power of two >= units per row, at most 256) along a row,
+//   ty = 256 / tx rows. grid.x covers a row's units, grid.y the rows (at most 65535 blocks; the
+//   kernel loops over the rest), so one wide row still spreads over many SMs (decode, T = 1).
+//   flat ops (add_inplace, conversions): one 8-element chunk per thread, grid-stride loop.
+#include "backend/cuda/elementwise.h"
+
+#include <algorithm>
+#include <initializer_list>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace dsinfer::backend::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kBlockThreads = 256;
+constexpr int64_t kMaxGridY = 65535;
+constexpr int64_t kMaxFlatBlocks = 65535;
+constexpr int kChunk = 8;  // elements per vector unit: 8 bf16 = 16 bytes
+
+// 8 bf16 values as one 16-byte access.
+struct alignas(16) Bf16x8 {
+  __nv_bfloat162 pair[4];
+};
+
+__device__ __forceinline__ void unpack(const Bf16x8& in, float (&out)[kChunk]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 two = __bfloat1622float2(in.pair[i]);
+    out[2 * i] = two.x;
+    out[2 * i + 1] = two.y;
+  }
+}
+
+__device__ __forceinline__ Bf16x8 pack(const float (&in)[kChunk]) {
+  Bf16x8 out;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out.pair[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+  return out;
+}
+
+__device__ __forceinline__ void load_f32x8(const float* p, float (&out)[kChunk]) {
+  float4 low = reinterpret_cast<const float4*>(p)[0];
+  float4 high = reinterpret_cast<const float4*>(p)[1];
+  out[0] = low.x, out[1] = low.y, out[2] = low.z, out[3] = low.w;
+  out[4] = high.x, out[5] = high.y, out[6] = high.z, out[7] = high.w;
+}
+
+__device__ __forceinline__ void store_f32x8(float* p, const float (&in)[kChunk]) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(in[0], in[1], in[2], in[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(in[4], in[5], in[6], in[7]);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The widest power-of-two access (at most 16 bytes) that divides every address and byte offset given.
+int widest_access(std::initializer_list<uint64_t> values) {
+  uint64_t all = 0;
+  for (uint64_t v : values) all |= v;
+  for (int bytes = 16; bytes > 1; bytes /= 2)
+    if (all % bytes == 0) return bytes;
+  return 1;
+}
+
+struct RowGrid {
+  dim3 grid;
+  dim3 block;
+};
+
+// See the launch configuration at the top of the file.
+RowGrid row_grid(int64_t rows, int64_t units) {
+  int tx = 1;
+  while (tx < units && tx < kBlockThreads) tx *= 2;
+  int ty = kBlockThreads / tx;
+  int64_t blocks_x = (units + tx - 1) / tx;
+  int64_t blocks_y = std::min((rows + ty - 1) / ty, kMaxGridY);
+  DSINFER_CHECK(blocks_x <= INT32_MAX, "CUDA row kernel: ", units, " units per row is too many");
+  return {dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y)), dim3(tx, ty)};
+}
+
+unsigned flat_blocks(int64_t n) {
+  int64_t chunks = (n + kChunk - 1) / kChunk;
+  return static_cast<unsigned>(std::min((chunks + kBlockThreads - 1) / kBlockThreads, kMaxFlatBlocks));
+}
+
+// The loop every row kernel shares: body(unit, row) for each unit < units of each row < rows this
+// thread owns (its unit along blockIdx.x/threadIdx.x, its rows along blockIdx.y/threadIdx.y).
+template <typename Body>
+__device__ __forceinline__ void for_each_row_unit(int64_t units, int64_t rows, Body body) {
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (unit >= units) return;
+  const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
+  for (int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; row < rows; row += row_step)
+    body(unit, row);
+}
+
+// ---- embedding ----
+
+template <typename Table, bool kVector>
+__global__ void embedding_kernel(const Table* __restrict__ table, const int32_t* __restrict__ ids,
+                                 bf16* __restrict__ out, int64_t tokens, int64_t dim) {
+  const int64_t units = kVector ? dim / kChunk : dim;
+  auto body = [&](int64_t unit, int64_t t) {
+    const Table* source = table + static_cast<int64_t>(ids[t]) * dim;
+    bf16* target = out + t * dim;
+    if constexpr (!kVector) {
+      if constexpr (sizeof(Table) == sizeof(bf16)) {
+        target[unit] = source[unit];
+      } else {
+        target[unit] = __float2bfloat16(source[unit]);
+      }
+    } else if constexpr (sizeof(Table) == sizeof(bf16)) {
+      reinterpret_cast<Bf16x8*>(target)[unit] = reinterpret_cast<const Bf16x8*>(source)[unit];
+    } else {
+      float values[kChunk];
+      load_f32x8(source + unit * kChunk, values);
+      reinterpret_cast<Bf16x8*>(target)[unit] = pack(values);
+    }
+  };
+  for_each_row_unit(units, tokens, body);
+}
+
+template <typename Table>
+void launch_embedding(const Table* table, const int32_t* ids, bf16* out, int64_t tokens, int64_t dim,
+                      cudaStream_t stream) {
+  bool vector = dim % kChunk == 0 && aligned16(table) && aligned16(out);
+  RowGrid launch = row_grid(tokens, vector ? dim / kChunk : dim);
+  if (vector) {
+    embedding_kernel<Table, true><<<launch.grid, launch.block, 0, stream>>>(table, ids, out, tokens, dim);
+  } else {
+    embedding_kernel<Table, false><<<launch.grid, launch.block, 0, stream>>>(table, ids, out, tokens, dim);
+  }
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+// ---- add ----
+
+template <bool kVector>
+__global__ void add_kernel(bf16* x, const bf16* y, int64_t n) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += step) {
+    const int64_t begin = c * kChunk;
+    if (kVector && begin + kChunk <= n) {
+      float a[kChunk], b[kChunk];
+      unpack(reinterpret_cast<const Bf16x8*>(x)[c], a);
+      unpack(reinterpret_cast<const Bf16x8*>(y)[c], b);
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) a[i] += b[i];
+      reinterpret_cast<Bf16x8*>(x)[c] = pack(a);
+    } else {
+      const int64_t end = begin + kChunk < n ? begin + kChunk : n;
+      for (int64_t i = begin; i < end; ++i) x[i] = __float2bfloat16(__bfloat162float(x[i]) + __bfloat162float(y[i]));
+    }
+  }
+}
+
+// ---- silu_mul ----
+
+__device__ __forceinline__ float silu_times(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
+
+template <bool kVector>
+__global__ void silu_mul_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, int64_t tokens, int64_t inter) {
+  const int64_t units = kVector ? inter / kChunk : inter;
+  auto body = [&](int64_t unit, int64_t t) {
+    const bf16* gate = x + t * 2 * inter;
+    const bf16* up = gate + inter;
+    bf16* target = out + t * inter;
+    if constexpr (kVector) {
+      float g[kChunk], u[kChunk];
+      unpack(reinterpret_cast<const Bf16x8*>(gate)[unit], g);
+      unpack(reinterpret_cast<const Bf16x8*>(up)[unit], u);
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) g[i] = silu_times(g[i], u[i]);
+      reinterpret_cast<Bf16x8*>(target)[unit] = pack(g);
+    } else {
+      target[unit] = __float2bfloat16(silu_times(__bfloat162float(gate[unit]), __bfloat162float(up[unit])));
+    }
+  };
+  for_each_row_unit(units, tokens, body);
+}
+
+// ---- copy_rows ----
+
+// Unit is the access type (uint4, uint2, uint32_t, uint16_t, uint8_t); strides in bytes; src and dst
+// already point at their first column.
+template <typename Unit>
+__global__ void copy_rows_kernel(const char* __restrict__ src, int64_t src_stride_bytes,
+                                 const int32_t* __restrict__ src_rows, char* __restrict__ dst,
+                                 int64_t dst_stride_bytes, int64_t rows, int64_t units) {
+  auto body = [&](int64_t unit, int64_t r) {
+    const int64_t source_row = src_rows != nullptr ? static_cast<int64_t>(src_rows[r]) : r;
+    const Unit* from = reinterpret_cast<const Unit*>(src + source_row * src_stride_bytes);
+    Unit* to = reinterpret_cast<Unit*>(dst + r * dst_stride_bytes);
+    to[unit] = from[unit];
+  };
+  for_each_row_unit(units, rows, body);
+}
+
+template <typename Unit>
+void launch_copy_rows(const char* src, int64_t src_stride_bytes, const int32_t* src_rows, char* dst,
+                      int64_t dst_stride_bytes, int64_t rows, int64_t row_bytes, cudaStream_t stream) {
+  int64_t units = row_bytes / static_cast<int64_t>(sizeof(Unit));
+  RowGrid launch = row_grid(rows, units);
+  copy_rows_kernel<Unit><<<launch.grid, launch.block, 0, stream>>>(src, src_stride_bytes, src_rows, dst,
+                                                                   dst_stride_bytes, rows, units);
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+// ---- conversions ----
+
+template <bool kVector>
+__global__ void f32_to_bf16_kernel(const float* __restrict__ in, bf16* __restrict__ out, int64_t n) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += step) {
+    const int64_t begin = c * kChunk;
+    if (kVector && begin + kChunk <= n) {
+      float values[kChunk];
+      load_f32x8(in + begin, values);
+      reinterpret_cast<Bf16x8*>(out)[c] = pack(values);
+    } else {
+      const int64_t end = begin + kChunk < n ? begin + kChunk : n;
+      for (int64_t i = begin; i < end; ++i) out[i] = __float2bfloat16(in[i]);
+    }
+  }
+}
+
+template <bool kVector>
+__global__ void bf16_to_f32_kernel(const bf16* __restrict__ in, float* __restrict__ out, int64_t n) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += step) {
+    const int64_t begin = c * kChunk;
+    if (kVector && begin + kChunk <= n) {
+      float values[kChunk];
+      unpack(reinterpret_cast<const Bf16x8*>(in)[c], values);
+      store_f32x8(out + begin, values);
+    } else {
+      const int64_t end = begin + kChunk < n ? begin + kChunk : n;
+      for (int64_t i = begin; i < end; ++i) out[i] = __bfloat162float(in[i]);
+    }
+  }
+}
+
+}  // namespace
+
+void embedding(const void* table, DType table_dtype, const int32_t* ids, __nv_bfloat16* out, int64_t tokens,
+               int64_t dim, cudaStream_t stream) {
+  DSINFER_CHECK(table_dtype == DType::kF32 || table_dtype == DType::kBF16,
+                "embedding: the table must be f32 or bf16, got ", dtype_name(table_dtype));
+  DSINFER_CHECK(tokens >= 0 && dim >= 0, "embedding: negative size (", tokens, " tokens, dim ", dim, ")");
+  if (tokens == 0 || dim == 0) return;
+  if (table_dtype == DType::kF32) {
+    launch_embedding(static_cast<const float*>(table), ids, out, tokens, dim, stream);
+  } else {
+    launch_embedding(static_cast<const bf16*>(table), ids, out, tokens, dim, stream);
+  }
+}
+
+void add_inplace(__nv_bfloat16* x, const __nv_bfloat16* y, int64_t n, cudaStream_t stream) {
+  DSINFER_CHECK(n >= 0, "add_inplace: negative size ", n);
+  if (n == 0) return;
+  if (aligned16(x) && aligned16(y)) {
+    add_kernel<true><<<flat_blocks(n), kBlockThreads, 0, stream>>>(x, y, n);
+  } else {
+    add_kernel<false><<<flat_blocks(n), kBlockThreads, 0, stream>>>(x, y, n);
+  }
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+void silu_mul(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_t inter, cudaStream_t stream) {
+  DSINFER_CHECK(tokens >= 0 && inter >= 0, "silu_mul: negative size (", tokens, " tokens, ", inter, " wide)");
+  if (tokens == 0 || inter == 0) return;
+  // Each row's gate and up halves start at multiples of `inter` elements, so 16-byte units need
+  // inter % 8 == 0 on top of aligned base pointers.
+  bool vector = inter % kChunk == 0 && aligned16(x) && aligned16(out);
+  RowGrid launch = row_grid(tokens, vector ? inter / kChunk : inter);
+  if (vector) {
+    silu_mul_kernel<true><<<launch.grid, launch.block, 0, stream>>>(x, out, tokens, inter);
+  } else {
+    silu_mul_kernel<false><<<launch.grid, launch.block, 0, stream>>>(x, out, tokens, inter);
+  }
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+void copy_rows(const RowCopy& copy, cudaStream_t stream) {
+  const int64_t e = copy.element_bytes;
+  DSINFER_CHECK(e == 2 || e == 4, "copy_rows: element size must be 2 or 4 bytes, got ", e);
+  DSINFER_CHECK(copy.rows >= 0 && copy.cols >= 0 && copy.src_col >= 0 && copy.dst_col >= 0,
+                "copy_rows: negative size or column (", copy.rows, " rows, ", copy.cols, " columns from ",
+                copy.src_col, " to ", copy.dst_col, ")");
+  if (copy.rows == 0 || copy.cols == 0) return;
+  // Rows of the destination must not overlap (threads would race); rows of the source may, but a
+  // stride narrower than the window is almost surely a caller's mistake.
+  const bool many_rows = copy.rows > 1 || copy.src_rows != nullptr;
+  DSINFER_CHECK(!many_rows || copy.src_row_stride >= copy.src_col + copy.cols, "copy_rows: source columns [",
+                copy.src_col, ", ", copy.src_col + copy.cols, ") do not fit a row stride of ", copy.src_row_stride);
+  DSINFER_CHECK(copy.rows == 1 || copy.dst_row_stride >= copy.dst_col + copy.cols, "copy_rows: destination columns [",
+                copy.dst_col, ", ", copy.dst_col + copy.cols, ") do not fit a row stride of ", copy.dst_row_stride);
+  const char* src = static_cast<const char*>(copy.src) + copy.src_col * e;
+  char* dst = static_cast<char*>(copy.dst) + copy.dst_col * e;
+  const int64_t src_stride = copy.src_row_stride * e, dst_stride = copy.dst_row_stride * e, row_bytes = copy.cols * e;
+  int access = widest_access({reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(dst),
+                              static_cast<uint64_t>(src_stride), static_cast<uint64_t>(dst_stride),
+                              static_cast<uint64_t>(row_bytes)});
+  auto launch = [&](auto unit) {
+    using Unit = decltype(unit);
+    launch_copy_rows<Unit>(src, src_stride, copy.src_rows, dst, dst_stride, copy.rows, row_bytes, stream);
+  };
+  switch (access) {
+    case 16: launch(uint4{}); break;
+    case 8: launch(uint2{}); break;
+    case 4: launch(uint32_t{}); break;
+    case 2: launch(uint16_t{}); break;
+    default: launch(uint8_t{}); break;
+  }
+}
+
+void convert_f32_to_bf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream) {
+  DSINFER_CHECK(n >= 0, "convert_f32_to_bf16: negative size ", n);
+  if (n == 0) return;
+  if (aligned16(in) && aligned16(out)) {
+    f32_to_bf16_kernel<true><<<flat_blocks(n), kBlockThreads, 0, stream>>>(in, out, n);
+  } else {
+    f32_to_bf16_kernel<false><<<flat_blocks(n), kBlockThreads, 0, stream>>>(in, out, n);
+  }
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+void convert_bf16_to_f32(const __nv_bfloat16* in, float* out, int64_t n, cudaStream_t stream) {
+  DSINFER_CHECK(n >= 0, "convert_bf16_to_f32: negative size ", n);
+  if (n == 0) return;
+  if (aligned16(in) && aligned16(out)) {
+    bf16_to_f32_kernel<true><<<flat_blocks(n), kBlockThreads, 0, stream>>>(in, out, n);
+  } else {
+    bf16_to_f32_kernel<false><<<flat_blocks(n), kBlockThreads, 0, stream>>>(in, out, n);
+  }
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsinfer::backend::cuda

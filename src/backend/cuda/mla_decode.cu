@@ -1,0 +1,712 @@
+// Absorbed MLA decode attention over the paged latent cache (see mla_decode.h for the contract).
+//
+// Shapes: q [T, H, 576] bf16, cache [pages, 64, 576] bf16, out [T, H, 512] bf16; per token a
+// sequence index and a position; per sequence a CSR page table. kv_len(t) = positions[t] + 1.
+//
+// Roofline per token: bytes = kv_len * 576 * 2 (cache rows, read once per head group) + H * 576 * 2
+// (q) + H * 512 * 2 (out); FLOPs = 2 * H * kv_len * (576 + 512). At H = 128 that is ~240 FLOP per
+// cache byte: compute-bound on CUDA cores, near the ridge with tensor cores, hence kTensorCore.
+//
+// Launch configuration:
+//   kSimple:     grid (ceil(H / 8), splits, T), 256 threads; warp w owns head 8 * blockIdx.x + w and
+//                walks its chunk's rows one by one (online softmax, 18 q dims and 16 output dims a lane).
+//   kTensorCore: grid (ceil(H / HB), splits, T) with HB = 64, 32 or 16 heads a block (by H), 8, 8 or 4
+//                warps, ~160, ~117 or ~96 KB dynamic shared memory; tiles of 32 cache rows (half a
+//                page) double-buffered with cp.async. Per tile: S = Q K^T (warp (mt, part) scores
+//                heads 16 mt.. of keys part * 32 / D ..), S through shared memory, then every warp
+//                runs the same online softmax for its 16 heads and accumulates P V for its 512 / D
+//                output dims (D = warps per head tile).
+//   combine:     grid (H, T), 128 threads, 4 output dims a thread; only when splits > 1.
+//   generic:     any other widths (L, R): grid (ceil(H / 8), T), 256 threads; warp w owns head
+//                8 * blockIdx.x + w of token blockIdx.y and walks all its visible rows (no split);
+//                lane l holds q dims l + 32 i (i < 32) and output dims l + 32 i < L in registers.
+//                Same roofline as above with 576 / 512 replaced by L + R / L; CUDA cores only.
+//
+// Scratch (splits > 1): partial_out float [T, splits, H, 512] then partial_stats float2 [T, splits, H]
+// (running max in log2 units, sum of exponentials). An empty chunk writes stats (-inf, 0) only.
+#include "backend/cuda/mla_decode.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/error.h"
+
+namespace dsinfer::backend::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kLatent = kMlaLatentDim;
+constexpr int kWidth = kMlaCacheWidth;
+constexpr int kPage = kMlaPageSize;
+constexpr int kChunks16 = kWidth * 2 / 16;  // 16-byte pieces of a cache or q row: 72
+constexpr float kLog2e = 1.4426950408889634f;
+static_assert(kWidth % 16 == 0 && kLatent % 64 == 0, "MLA widths must tile by the mma shapes");
+
+// Everything the kernels read, by value (kernel parameters).
+struct Params {
+  const bf16* q;
+  const bf16* cache;
+  const int32_t* token_sequence;
+  const int32_t* positions;
+  const int32_t* page_table_start;
+  const int32_t* page_ids;
+  bf16* out;
+  float* partial_out;     // [T, splits, H, 512]   (splits > 1)
+  float2* partial_stats;  // [T, splits, H]        (splits > 1)
+  int heads;
+  int num_splits;
+  float scale_log2;       // scale * log2(e): scores are kept in log2 units, exp2f throughout
+};
+
+// The rows [begin, end) of a token's context handled by one chunk: whole pages, evenly shared, so
+// the layout depends only on the token's own length and the split count.
+struct RowRange {
+  int begin;
+  int end;
+  __device__ bool empty() const { return begin >= end; }
+};
+
+__device__ RowRange split_rows(int kv_len, int split, int num_splits) {
+  if (kv_len <= 0) return {0, 0};
+  int pages = (kv_len + kPage - 1) / kPage;
+  int pages_per_split = (pages + num_splits - 1) / num_splits;
+  int begin = split * pages_per_split * kPage;
+  int end = min(begin + pages_per_split * kPage, kv_len);
+  return {begin, end};
+}
+
+// Rows token t attends to: 0..position, never past its sequence's page table (a bad position must
+// not read a page id that is not there).
+__device__ int visible_rows(const Params& p, int t, int sequence) {
+  const int pages = p.page_table_start[sequence + 1] - p.page_table_start[sequence];
+  return min(p.positions[t] + 1, pages * kPage);
+}
+
+__device__ size_t partial_index(int t, int split, int head, const Params& p) {
+  return (static_cast<size_t>(t) * p.num_splits + split) * p.heads + head;
+}
+
+// A chunk with no rows: the final output is zero when unsplit (only a padding token gets here);
+// otherwise stats (-inf, 0), which the combine skips. Called by the lanes of one warp for one head.
+__device__ void finish_empty(const Params& p, int t, int split, int head, int lane) {
+  if (p.num_splits == 1) {
+    __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(p.out + (static_cast<size_t>(t) * p.heads + head) * kLatent);
+    for (int i = lane; i < kLatent / 2; i += 32) out[i] = __floats2bfloat162_rn(0.f, 0.f);
+  } else if (lane == 0) {
+    p.partial_stats[partial_index(t, split, head, p)] = make_float2(-INFINITY, 0.f);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// kSimple: one warp per (token, head, chunk). Lane l holds q dims {2i, 2i+1 : i = l + 32k, k < 9}
+// and accumulates output dims {2i, 2i+1 : i = l + 32k, k < 8} (the first 512 of the same pairs).
+
+constexpr int kSimpleWarps = 8;
+constexpr int kSimplePairs = kWidth / 64;   // 9 bf16 pairs of q/key a lane
+constexpr int kSimpleOutPairs = kLatent / 64;  // 8 bf16 pairs of output a lane
+
+__global__ void __launch_bounds__(kSimpleWarps * 32) mla_decode_simple_kernel(Params p) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int head = blockIdx.x * kSimpleWarps + warp;
+  const int split = blockIdx.y, t = blockIdx.z;
+  if (head >= p.heads) return;  // no block-wide barriers in this kernel
+
+  const int sequence = p.token_sequence[t];
+  const RowRange rows = split_rows(visible_rows(p, t, sequence), split, p.num_splits);
+  if (rows.empty()) {
+    finish_empty(p, t, split, head, lane);
+    return;
+  }
+  const __nv_bfloat162* q_row =
+      reinterpret_cast<const __nv_bfloat162*>(p.q + (static_cast<size_t>(t) * p.heads + head) * kWidth);
+  float2 q[kSimplePairs];
+#pragma unroll
+  for (int k = 0; k < kSimplePairs; ++k) q[k] = __bfloat1622float2(q_row[lane + 32 * k]);
+
+  const int32_t* pages = p.page_ids + p.page_table_start[sequence];
+  float2 acc[kSimpleOutPairs];
+#pragma unroll
+  for (int k = 0; k < kSimpleOutPairs; ++k) acc[k] = make_float2(0.f, 0.f);
+  float running_max = -INFINITY, running_sum = 0.f;
+
+  for (int j = rows.begin; j < rows.end; ++j) {
+    const size_t slot = static_cast<size_t>(pages[j / kPage]) * kPage + j % kPage;
+    const __nv_bfloat162* row = reinterpret_cast<const __nv_bfloat162*>(p.cache + slot * kWidth);
+    float2 key[kSimplePairs];
+    float dot = 0.f;
+#pragma unroll
+    for (int k = 0; k < kSimplePairs; ++k) {
+      key[k] = __bfloat1622float2(row[lane + 32 * k]);
+      dot = fmaf(q[k].x, key[k].x, fmaf(q[k].y, key[k].y, dot));
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    const float score = dot * p.scale_log2;
+    // The first row of the chunk makes the max finite; exp2f(-inf) = 0 rescales the empty start.
+    const float new_max = fmaxf(running_max, score);
+    const float correction = exp2f(running_max - new_max);
+    const float weight = exp2f(score - new_max);
+    running_sum = running_sum * correction + weight;
+#pragma unroll
+    for (int k = 0; k < kSimpleOutPairs; ++k) {
+      acc[k].x = fmaf(weight, key[k].x, acc[k].x * correction);
+      acc[k].y = fmaf(weight, key[k].y, acc[k].y * correction);
+    }
+    running_max = new_max;
+  }
+
+  const size_t out_row = static_cast<size_t>(t) * p.heads + head;
+  if (p.num_splits == 1) {
+    const float inverse = 1.f / running_sum;  // >= 1: the max row contributes exp2(0)
+    __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(p.out + out_row * kLatent);
+#pragma unroll
+    for (int k = 0; k < kSimpleOutPairs; ++k)
+      out[lane + 32 * k] = __floats2bfloat162_rn(acc[k].x * inverse, acc[k].y * inverse);
+  } else {
+    const size_t index = partial_index(t, split, head, p);
+    float2* out = reinterpret_cast<float2*>(p.partial_out + index * kLatent);
+#pragma unroll
+    for (int k = 0; k < kSimpleOutPairs; ++k) out[lane + 32 * k] = acc[k];
+    if (lane == 0) p.partial_stats[index] = make_float2(running_max, running_sum);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warp-level tensor-core primitives (sm_80+ PTX, valid on sm_90a).
+//
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, with g = lane / 4, c = lane % 4:
+//   A (16 x 16, row-major), 4 x b32, each two bf16 with the lower column in the low half:
+//     a0 = A[g][2c, 2c+1]   a1 = A[g+8][2c, 2c+1]   a2 = A[g][2c+8, 2c+9]   a3 = A[g+8][2c+8, 2c+9]
+//   B (16 x 8, "col": k-pairs packed), 2 x b32:
+//     b0 = B[2c, 2c+1][g]   b1 = B[2c+8, 2c+9][g]
+//   C/D (16 x 8 f32): d0, d1 = C[g][2c, 2c+1]   d2, d3 = C[g+8][2c, 2c+1]
+// ldmatrix.m8n8.x4 (.x2): lanes 8i..8i+7 give the row addresses of matrix i (16 B each); register i
+// receives matrix i's [lane / 4][2 (lane % 4), +1]. With .trans it receives [2 (lane % 4), +1][lane / 4].
+// So: A from a row-major [m][k] tile: row = m0 + (lane & 15), col = k0 + (lane >> 4) * 8 (x4).
+//     B from a [n][k] tile (keys as rows, QK^T): row = n0 + (lane & 7), col = k0 + ((lane >> 3) & 1) * 8 (x2).
+//     B from a [k][n] tile (values as rows, PV) with .trans, two n-tiles at once (x4):
+//       row = k0 + (lane & 7) + ((lane >> 3) & 1) * 8, col = n0 + (lane >> 4) * 8
+//       -> regs {0, 1} = (b0, b1) of n-tile n0, regs {2, 3} = (b0, b1) of n-tile n0 + 8.
+// The C fragment of two adjacent n-tiles of S is exactly the A fragment of one k-step of P.
+
+__device__ __forceinline__ uint32_t smem_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* pointer) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(pointer)));
+}
+
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const bf16* pointer) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_address(pointer)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* pointer) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(pointer)));
+}
+
+// d += a * b
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 16 bytes global -> shared, asynchronously; zero-fills instead of reading when !valid (the source
+// must still be a mapped address).
+__device__ __forceinline__ void cp_async_16(void* shared, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(shared)), "l"(global),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ uint32_t pack_bf16(float low, float high) {
+  __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  return *reinterpret_cast<uint32_t*>(&pair);
+}
+
+// ---------------------------------------------------------------------------------------------
+// kTensorCore.
+
+constexpr int kTileKeys = 32;              // cache rows per tile: half a page, so a tile never spans pages
+constexpr int kRowStride = kWidth + 8;     // bf16 per shared row: 1168 B, an odd multiple of 16 B, so the
+                                           // 8 row addresses of an ldmatrix hit 8 different bank groups
+static_assert(kPage % kTileKeys == 0, "a tile must not cross a page");
+
+template <int kMTiles, int kDimSplits>
+struct TcShape {
+  static constexpr int kWarps = kMTiles * kDimSplits;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kHeads = 16 * kMTiles;                   // heads of a block (M)
+  static constexpr int kKeysPerWarp = kTileKeys / kDimSplits;   // QK^T: keys of the tile a warp scores
+  static constexpr int kKeyTilesPerWarp = kKeysPerWarp / 8;
+  static constexpr int kDimsPerWarp = kLatent / kDimSplits;     // P V: output dims a warp owns
+  static constexpr int kDimTilesPerWarp = kDimsPerWarp / 8;
+  static constexpr int kScoreStride = kTileKeys + 8;            // floats; conflict-free float2 rows
+  static constexpr size_t kQBytes = size_t{kHeads} * kRowStride * sizeof(bf16);
+  static constexpr size_t kTileBytes = size_t{kTileKeys} * kRowStride * sizeof(bf16);
+  static constexpr size_t kScoreBytes = size_t{kHeads} * kScoreStride * sizeof(float);
+  static constexpr size_t kSmemBytes = kQBytes + 2 * kTileBytes + kScoreBytes;
+  static_assert(kKeysPerWarp % 8 == 0 && kDimsPerWarp % 16 == 0, "warp tiles must be whole mma tiles");
+  static_assert(kQBytes % 16 == 0 && kTileBytes % 16 == 0, "shared buffers must stay 16-byte aligned");
+};
+
+template <int kMTiles, int kDimSplits>
+__global__ void __launch_bounds__(kMTiles * kDimSplits * 32, 1) mla_decode_tc_kernel(Params p) {
+  using Shape = TcShape<kMTiles, kDimSplits>;
+  extern __shared__ __align__(16) unsigned char shared[];
+  bf16* q_tile = reinterpret_cast<bf16*>(shared);                         // [kHeads][kRowStride]
+  bf16* kv_tiles = reinterpret_cast<bf16*>(shared + Shape::kQBytes);      // [2][kTileKeys][kRowStride]
+  float* scores = reinterpret_cast<float*>(shared + Shape::kQBytes + 2 * Shape::kTileBytes);  // [kHeads][kScoreStride]
+
+  const int head0 = blockIdx.x * Shape::kHeads, split = blockIdx.y, t = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, c = lane % 4;
+  const int m_tile = warp / kDimSplits, part = warp % kDimSplits;
+
+  const int sequence = p.token_sequence[t];
+  const RowRange rows = split_rows(visible_rows(p, t, sequence), split, p.num_splits);
+  if (rows.empty()) {  // uniform over the block: nobody reaches a barrier
+    for (int h = warp; h < Shape::kHeads && head0 + h < p.heads; h += Shape::kWarps)
+      finish_empty(p, t, split, head0 + h, lane);
+    return;
+  }
+
+  // q rows of this head group; heads past H are zero, so their scores are 0 and nothing is NaN.
+  for (int i = threadIdx.x; i < Shape::kHeads * kChunks16; i += Shape::kThreads) {
+    const int r = i / kChunks16, piece = i % kChunks16, head = head0 + r;
+    const bool valid = head < p.heads;
+    const bf16* source = p.q + (static_cast<size_t>(t) * p.heads + (valid ? head : 0)) * kWidth + piece * 8;
+    cp_async_16(q_tile + r * kRowStride + piece * 8, source, valid);
+  }
+  // A tile of 32 rows lies in one page (tiles start at multiples of 32). Rows past the chunk's end
+  // (past the context: stale or never written) are zero-filled, so 0-weight x garbage cannot be NaN.
+  const int32_t* pages = p.page_ids + p.page_table_start[sequence];
+  auto load_tile = [&](int tile, int stage) {
+    const int row0 = rows.begin + tile * kTileKeys;
+    const bf16* source_rows = p.cache + (static_cast<size_t>(pages[row0 / kPage]) * kPage + row0 % kPage) * kWidth;
+    bf16* target = kv_tiles + stage * kTileKeys * kRowStride;
+    for (int i = threadIdx.x; i < kTileKeys * kChunks16; i += Shape::kThreads) {
+      const int r = i / kChunks16, piece = i % kChunks16;
+      cp_async_16(target + r * kRowStride + piece * 8, source_rows + r * kWidth + piece * 8, row0 + r < rows.end);
+    }
+  };
+  load_tile(0, 0);
+  cp_async_commit();
+
+  float acc[Shape::kDimTilesPerWarp][4];  // rows g, g + 8 of m_tile; dims part * kDimsPerWarp + 8 j + 2c
+#pragma unroll
+  for (int j = 0; j < Shape::kDimTilesPerWarp; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  float running_max[2] = {-INFINITY, -INFINITY};  // rows g, g + 8; identical in every warp of the m-tile
+  float partial_sum[2] = {0.f, 0.f};              // this lane's columns only; quad-reduced at the end
+
+  const int num_tiles = (rows.end - rows.begin + kTileKeys - 1) / kTileKeys;
+  const bf16* q_warp = q_tile + m_tile * 16 * kRowStride;
+  float* score_rows = scores + m_tile * 16 * Shape::kScoreStride;
+
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    // After this barrier the tile is visible to all, and every warp has finished the previous tile,
+    // so the other stage and the score buffer may be overwritten.
+    cp_async_wait_all();
+    __syncthreads();
+    if (tile + 1 < num_tiles) {
+      load_tile(tile + 1, (tile + 1) & 1);
+      cp_async_commit();
+    }
+    const bf16* kv = kv_tiles + (tile & 1) * kTileKeys * kRowStride;
+    const int row0 = rows.begin + tile * kTileKeys;
+
+    // S[16 heads, kKeysPerWarp keys] = Q K^T over all 576 dims.
+    float s[Shape::kKeyTilesPerWarp][4];
+#pragma unroll
+    for (int j = 0; j < Shape::kKeyTilesPerWarp; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+    const int key0 = part * Shape::kKeysPerWarp;
+#pragma unroll 4
+    for (int k0 = 0; k0 < kWidth; k0 += 16) {
+      uint32_t a[4];
+      ldmatrix_x4(a, q_warp + (lane & 15) * kRowStride + k0 + (lane >> 4) * 8);
+#pragma unroll
+      for (int j = 0; j < Shape::kKeyTilesPerWarp; ++j) {
+        uint32_t b[2];
+        ldmatrix_x2(b, kv + (key0 + 8 * j + (lane & 7)) * kRowStride + k0 + ((lane >> 3) & 1) * 8);
+        mma_bf16(s[j], a, b[0], b[1]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < Shape::kKeyTilesPerWarp; ++j) {
+      const int key = key0 + 8 * j + 2 * c;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float2 value;
+        value.x = row0 + key < rows.end ? s[j][2 * half] * p.scale_log2 : -INFINITY;
+        value.y = row0 + key + 1 < rows.end ? s[j][2 * half + 1] * p.scale_log2 : -INFINITY;
+        *reinterpret_cast<float2*>(score_rows + (g + 8 * half) * Shape::kScoreStride + key) = value;
+      }
+    }
+    __syncthreads();
+
+    // Online softmax over the tile's 32 keys for rows g, g + 8: sv[k][half][hi] holds keys
+    // 16 k + 8 hi + 2c, +1 of row g + 8 half (the A-fragment order of P).
+    float2 sv[kTileKeys / 16][2][2];
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int k = 0; k < kTileKeys / 16; ++k)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          sv[k][half][hi] = *reinterpret_cast<const float2*>(score_rows + (g + 8 * half) * Shape::kScoreStride +
+                                                              16 * k + 8 * hi + 2 * c);
+          tile_max[half] = fmaxf(tile_max[half], fmaxf(sv[k][half][hi].x, sv[k][half][hi].y));
+        }
+    float correction[2], base[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 1));
+      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 2));
+      const float new_max = fmaxf(running_max[half], tile_max[half]);
+      base[half] = new_max == -INFINITY ? 0.f : new_max;  // an all-masked row must not give (-inf) - (-inf)
+      correction[half] = exp2f(running_max[half] - base[half]);
+      running_max[half] = new_max;
+    }
+    partial_sum[0] *= correction[0];
+    partial_sum[1] *= correction[1];
+    uint32_t pa[kTileKeys / 16][4];
+#pragma unroll
+    for (int k = 0; k < kTileKeys / 16; ++k) {
+      float2 w[2][2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          w[half][hi].x = exp2f(sv[k][half][hi].x - base[half]);
+          w[half][hi].y = exp2f(sv[k][half][hi].y - base[half]);
+        }
+      pa[k][0] = pack_bf16(w[0][0].x, w[0][0].y);
+      pa[k][1] = pack_bf16(w[1][0].x, w[1][0].y);
+      pa[k][2] = pack_bf16(w[0][1].x, w[0][1].y);
+      pa[k][3] = pack_bf16(w[1][1].x, w[1][1].y);
+      partial_sum[0] += w[0][0].x + w[0][0].y + w[0][1].x + w[0][1].y;
+      partial_sum[1] += w[1][0].x + w[1][0].y + w[1][1].x + w[1][1].y;
+    }
+#pragma unroll
+    for (int j = 0; j < Shape::kDimTilesPerWarp; ++j) {
+      acc[j][0] *= correction[0];
+      acc[j][1] *= correction[0];
+      acc[j][2] *= correction[1];
+      acc[j][3] *= correction[1];
+    }
+
+    // O[16 heads, kDimsPerWarp] += P[16, 32] V[32, kDimsPerWarp]; V = the first 512 of each row.
+    const int dim0 = part * Shape::kDimsPerWarp;
+#pragma unroll
+    for (int k = 0; k < kTileKeys / 16; ++k) {
+      const bf16* v_rows = kv + (16 * k + (lane & 7) + ((lane >> 3) & 1) * 8) * kRowStride + dim0 + (lane >> 4) * 8;
+#pragma unroll
+      for (int j = 0; j < Shape::kDimTilesPerWarp; j += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, v_rows + 8 * j);
+        mma_bf16(acc[j], pa[k], b[0], b[1]);
+        mma_bf16(acc[j + 1], pa[k], b[2], b[3]);
+      }
+    }
+  }
+
+  // Sum each row's exponentials over the quad (the 4 lanes holding its columns).
+  float sum[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    sum[half] = partial_sum[half];
+    sum[half] += __shfl_xor_sync(0xffffffffu, sum[half], 1);
+    sum[half] += __shfl_xor_sync(0xffffffffu, sum[half], 2);
+  }
+  const int dim0 = part * Shape::kDimsPerWarp;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int head = head0 + m_tile * 16 + g + 8 * half;
+    if (head >= p.heads) continue;
+    if (p.num_splits == 1) {
+      const float inverse = sum[half] > 0.f ? 1.f / sum[half] : 0.f;
+      bf16* out = p.out + (static_cast<size_t>(t) * p.heads + head) * kLatent + dim0 + 2 * c;
+#pragma unroll
+      for (int j = 0; j < Shape::kDimTilesPerWarp; ++j)
+        *reinterpret_cast<__nv_bfloat162*>(out + 8 * j) =
+            __floats2bfloat162_rn(acc[j][2 * half] * inverse, acc[j][2 * half + 1] * inverse);
+    } else {
+      const size_t index = partial_index(t, split, head, p);
+      float* out = p.partial_out + index * kLatent + dim0 + 2 * c;
+#pragma unroll
+      for (int j = 0; j < Shape::kDimTilesPerWarp; ++j)
+        *reinterpret_cast<float2*>(out + 8 * j) = make_float2(acc[j][2 * half], acc[j][2 * half + 1]);
+      if (part == 0 && c == 0) p.partial_stats[index] = make_float2(running_max[half], sum[half]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Merge of the chunks: out = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s over non-empty chunks.
+
+constexpr int kCombineThreads = kLatent / 4;
+
+__global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(Params p) {
+  const int head = blockIdx.x, t = blockIdx.y, dim = threadIdx.x * 4;
+  const size_t first = partial_index(t, 0, head, p);
+  const size_t stride = p.heads;  // between consecutive splits of one (token, head)
+  float global_max = -INFINITY;
+  for (int s = 0; s < p.num_splits; ++s) {
+    const float2 stats = p.partial_stats[first + s * stride];
+    if (stats.y > 0.f) global_max = fmaxf(global_max, stats.x);
+  }
+  float denominator = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s = 0; s < p.num_splits; ++s) {
+    const float2 stats = p.partial_stats[first + s * stride];
+    if (!(stats.y > 0.f)) continue;  // empty chunk: its partial output was never written
+    const float weight = exp2f(stats.x - global_max);
+    denominator += weight * stats.y;
+    const float4 part = *reinterpret_cast<const float4*>(p.partial_out + (first + s * stride) * kLatent + dim);
+    acc.x = fmaf(weight, part.x, acc.x);
+    acc.y = fmaf(weight, part.y, acc.y);
+    acc.z = fmaf(weight, part.z, acc.z);
+    acc.w = fmaf(weight, part.w, acc.w);
+  }
+  const float inverse = denominator > 0.f ? 1.f / denominator : 0.f;
+  __nv_bfloat162* out =
+      reinterpret_cast<__nv_bfloat162*>(p.out + (static_cast<size_t>(t) * p.heads + head) * kLatent + dim);
+  out[0] = __floats2bfloat162_rn(acc.x * inverse, acc.y * inverse);
+  out[1] = __floats2bfloat162_rn(acc.z * inverse, acc.w * inverse);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generic widths: one warp per (token, head), CUDA cores, runtime L and R, no split. Lane l owns
+// dims l + 32 i (i < kGenericDimsPerLane) of q (those < L + R) and of the output (those < L); the
+// loops are unrolled so both arrays stay in registers. Rows are read one bf16 a lane (2-byte
+// alignment only), so any widths and page sizes work. The reference for the widths the fast kernels
+// do not cover (the small test models), so plainness over speed.
+
+constexpr int kGenericWarps = 8;
+constexpr int kGenericDimsPerLane = kMlaGenericMaxWidth / 32;
+
+struct GenericParams {
+  const bf16* q;       // [T, H, L + R]
+  const bf16* cache;   // [pages, page_size, L + R]
+  const int32_t* token_sequence;
+  const int32_t* positions;
+  const int32_t* page_table_start;
+  const int32_t* page_ids;
+  bf16* out;           // [T, H, L]
+  int heads;
+  int latent_dim;      // L
+  int width;           // L + R: q and cache rows
+  int page_size;
+  float scale_log2;
+};
+
+__global__ void __launch_bounds__(kGenericWarps * 32) mla_decode_generic_kernel(GenericParams p) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int head = blockIdx.x * kGenericWarps + warp, t = blockIdx.y;
+  if (head >= p.heads) return;  // no block-wide barriers in this kernel
+
+  const int sequence = p.token_sequence[t];
+  const int first_page = p.page_table_start[sequence];
+  const int64_t table_rows = int64_t{p.page_table_start[sequence + 1] - first_page} * p.page_size;
+  // Rows 0..position, never past the sequence's page table; a negative position sees nothing.
+  const int visible = static_cast<int>(min(int64_t{p.positions[t]} + 1, table_rows));
+
+  const bf16* q_row = p.q + (static_cast<size_t>(t) * p.heads + head) * p.width;
+  float q[kGenericDimsPerLane], acc[kGenericDimsPerLane];
+#pragma unroll
+  for (int i = 0; i < kGenericDimsPerLane; ++i) {
+    const int d = lane + 32 * i;
+    q[i] = d < p.width ? __bfloat162float(q_row[d]) : 0.f;
+    acc[i] = 0.f;
+  }
+  float running_max = -INFINITY, running_sum = 0.f;
+  for (int j = 0; j < visible; ++j) {
+    const size_t slot = static_cast<size_t>(p.page_ids[first_page + j / p.page_size]) * p.page_size + j % p.page_size;
+    const bf16* row = p.cache + slot * p.width;
+    float dot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kGenericDimsPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < p.width) dot = fmaf(q[i], __bfloat162float(row[d]), dot);
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    const float score = dot * p.scale_log2;
+    // The first row makes the max finite; exp2f(-inf) = 0 then clears the empty start.
+    const float new_max = fmaxf(running_max, score);
+    const float correction = exp2f(running_max - new_max);
+    const float weight = exp2f(score - new_max);
+    running_sum = running_sum * correction + weight;
+#pragma unroll
+    for (int i = 0; i < kGenericDimsPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < p.latent_dim) acc[i] = fmaf(weight, __bfloat162float(row[d]), acc[i] * correction);
+    }
+    running_max = new_max;
+  }
+
+  const float inverse = running_sum > 0.f ? 1.f / running_sum : 0.f;  // no visible row: zeros
+  bf16* out = p.out + (static_cast<size_t>(t) * p.heads + head) * p.latent_dim;
+#pragma unroll
+  for (int i = 0; i < kGenericDimsPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < p.latent_dim) out[d] = __float2bfloat16_rn(acc[i] * inverse);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+// The tensor-core block shape for H heads: 64 heads (4 m-tiles x 2 dim halves, 8 warps) when H > 32,
+// 32 heads (2 x 4, 8 warps) when H > 16, else 16 heads (1 x 4, 4 warps). Resident blocks per SM
+// follow from shared memory: ~160 KB and ~117 KB fit once in 227 KB, ~96 KB twice.
+struct TcChoice {
+  int heads_per_block;
+  int blocks_per_sm;
+};
+TcChoice tc_choice(int heads) {
+  if (heads > 32) return {64, 1};
+  if (heads > 16) return {32, 1};
+  return {16, 2};
+}
+
+size_t scratch_for(int tokens, int heads, int splits) {
+  if (splits <= 1) return 0;
+  const size_t rows = static_cast<size_t>(tokens) * splits * heads;
+  return rows * kLatent * sizeof(float) + rows * sizeof(float2);
+}
+
+template <int kMTiles, int kDimSplits>
+void launch_tc(const Params& p, int tokens, cudaStream_t stream) {
+  using Shape = TcShape<kMTiles, kDimSplits>;
+  auto kernel = mla_decode_tc_kernel<kMTiles, kDimSplits>;
+  // A function attribute, not a stream operation: legal (and cheap) during graph capture.
+  DSINFER_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Shape::kSmemBytes)));
+  const dim3 grid((p.heads + Shape::kHeads - 1) / Shape::kHeads, p.num_splits, tokens);
+  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
+
+// Widths other than DeepSeek's (args already checked for tokens and null pointers).
+void mla_decode_generic(const MlaDecodeArgs& args, cudaStream_t stream) {
+  DSINFER_CHECK(args.latent_dim >= 1 && args.rope_dim >= 0 && args.latent_dim + args.rope_dim <= kMlaGenericMaxWidth,
+                "mla_decode: latent width ", args.latent_dim, " and rope width ", args.rope_dim,
+                " are not supported (need L >= 1, R >= 0, L + R <= ", kMlaGenericMaxWidth, ")");
+  DSINFER_CHECK(args.page_size >= 1, "mla_decode: page size ", args.page_size, " must be positive");
+  GenericParams p{};
+  p.q = args.q;
+  p.cache = args.cache;
+  p.token_sequence = args.token_sequence;
+  p.positions = args.positions;
+  p.page_table_start = args.page_table_start;
+  p.page_ids = args.page_ids;
+  p.out = args.out;
+  p.heads = args.heads;
+  p.latent_dim = args.latent_dim;
+  p.width = args.latent_dim + args.rope_dim;
+  p.page_size = args.page_size;
+  p.scale_log2 = args.scale * kLog2e;
+  const dim3 grid((args.heads + kGenericWarps - 1) / kGenericWarps, args.tokens);
+  mla_decode_generic_kernel<<<grid, kGenericWarps * 32, 0, stream>>>(p);
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+int mla_decode_num_splits(int tokens, int heads, int max_context, int sm_count) {
+  DSINFER_CHECK(tokens >= 1 && heads >= 1 && sm_count >= 1, "mla_decode_num_splits: tokens (", tokens,
+                "), heads (", heads, ") and sm_count (", sm_count, ") must be positive");
+  const TcChoice choice = tc_choice(heads);
+  const int64_t groups = (heads + choice.heads_per_block - 1) / choice.heads_per_block;
+  const int64_t resident = int64_t{sm_count} * choice.blocks_per_sm;
+  int64_t splits = std::max<int64_t>(1, resident / (int64_t{tokens} * groups));  // one wave, not two
+  const int64_t max_pages = std::max<int64_t>(1, (int64_t{max_context} + kPage - 1) / kPage);
+  splits = std::min({splits, max_pages, int64_t{kMlaDecodeMaxSplits}});  // every chunk >= 1 page at max_context
+  return static_cast<int>(splits);
+}
+
+size_t mla_decode_scratch_bytes(int max_tokens, int heads, int max_context, int sm_count, int latent_dim,
+                                int rope_dim) {
+  if (!mla_decode_fast_widths(latent_dim, rope_dim)) return 0;  // the generic path never splits
+  size_t bytes = 0;
+  for (int tokens = 1; tokens <= max_tokens; ++tokens)
+    bytes = std::max(bytes, scratch_for(tokens, heads, mla_decode_num_splits(tokens, heads, max_context, sm_count)));
+  return bytes;
+}
+
+void mla_decode(const MlaDecodeArgs& args, MlaDecodeKernel kernel, cudaStream_t stream) {
+  DSINFER_CHECK(args.tokens >= 0 && args.heads >= 1, "mla_decode: ", args.tokens, " tokens and ", args.heads,
+                " heads (need tokens >= 0, heads >= 1)");
+  if (args.tokens == 0) return;
+  DSINFER_CHECK(args.tokens <= 65535, "mla_decode: ", args.tokens, " tokens exceed the grid limit of 65535");
+  DSINFER_CHECK(args.q && args.cache && args.token_sequence && args.positions && args.page_table_start &&
+                    args.page_ids && args.out,
+                "mla_decode: a required device pointer is null");
+  if (!mla_decode_fast_widths(args.latent_dim, args.rope_dim)) {
+    mla_decode_generic(args, stream);
+    return;
+  }
+  DSINFER_CHECK(args.page_size == kPage, "mla_decode: the kernels for DeepSeek's widths are built for pages of ",
+                kPage, " tokens, the cache has ", args.page_size);
+  DSINFER_CHECK(aligned16(args.q) && aligned16(args.cache) && aligned16(args.out),
+                "mla_decode: q, cache and out must be 16-byte aligned");
+  const int splits = mla_decode_num_splits(args.tokens, args.heads, args.max_context, args.sm_count);
+  const size_t needed = scratch_for(args.tokens, args.heads, splits);
+  DSINFER_CHECK(args.scratch_bytes >= needed && (needed == 0 || (args.scratch && aligned16(args.scratch))),
+                "mla_decode: ", args.tokens, " tokens x ", args.heads, " heads in ", splits, " splits need ", needed,
+                " bytes of 16-byte aligned scratch, got ", args.scratch_bytes,
+                " (size it with mla_decode_scratch_bytes)");
+
+  Params p{};
+  p.q = args.q;
+  p.cache = args.cache;
+  p.token_sequence = args.token_sequence;
+  p.positions = args.positions;
+  p.page_table_start = args.page_table_start;
+  p.page_ids = args.page_ids;
+  p.out = args.out;
+  const size_t partial_rows = static_cast<size_t>(args.tokens) * splits * args.heads;
+  p.partial_out = splits > 1 ? static_cast<float*>(args.scratch) : nullptr;
+  p.partial_stats =
+      splits > 1 ? reinterpret_cast<float2*>(static_cast<char*>(args.scratch) + partial_rows * kLatent * sizeof(float))
+                 : nullptr;
+  p.heads = args.heads;
+  p.num_splits = splits;
+  p.scale_log2 = args.scale * kLog2e;
+
+  if (kernel == MlaDecodeKernel::kSimple) {
+    const dim3 grid((args.heads + kSimpleWarps - 1) / kSimpleWarps, splits, args.tokens);
+    mla_decode_simple_kernel<<<grid, kSimpleWarps * 32, 0, stream>>>(p);
+    DSINFER_CUDA_CHECK_LAUNCH();
+  } else {
+    const int heads_per_block = tc_choice(args.heads).heads_per_block;
+    if (heads_per_block == 64)
+      launch_tc<4, 2>(p, args.tokens, stream);
+    else if (heads_per_block == 32)
+      launch_tc<2, 4>(p, args.tokens, stream);
+    else
+      launch_tc<1, 4>(p, args.tokens, stream);
+  }
+  if (splits > 1) {
+    mla_decode_combine_kernel<<<dim3(args.heads, args.tokens), kCombineThreads, 0, stream>>>(p);
+    DSINFER_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace dsinfer::backend::cuda

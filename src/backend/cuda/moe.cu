@@ -1,0 +1,857 @@
+// The routed experts of a DeepSeekMoE layer (moe.h): grouped SiLU-gated MLPs over the rows the
+// router assigned to each expert, then the weighted sum of each token's k expert outputs.
+//
+//   x [T, H] bf16, expert_ids / weights [T, k], gate_up [E, 2I, H], down [E, H, I] (bf16, or fp8 e4m3
+//   with f32 scales per 128 x 128 block) -> out [T, H] bf16. A "row" is one (token, slot) pair; the
+//   T * k rows are permuted so that each expert's rows are contiguous.
+//
+// Roofline. Decode reads every weight of every chosen expert once and is memory bound (2 FLOPs per
+// fp8 byte). V3 (E = 256, I = 2048, H = 7168, k = 8), FP8, T = 1: 8 experts x 3 x 2048 x 7168 x 1 B =
+// 352 MB (+ 86 KB of scales), 0.70 GFLOP: 105 us at H100's 3.35 TB/s, 73 us at H200's 4.8 TB/s. The
+// bytes grow with the distinct experts touched (about 163 of 256 at T = 32 with uniform routing,
+// nearly all 256 = 11.3 GB from T ~ 100 on). Prefill is compute bound: 2 * T * k * 3 * I * H =
+// 0.70 GFLOP per token, 2.9 TFLOP at T = 4096. Everything else (x, h, the expert outputs, the plan)
+// is < 1% of the decode bytes.
+//
+// Launches, in stream order (nothing is read back to the host; every grid is sized from the shapes):
+//   1. plan_kernel, 1 block x 1024 threads: counts each expert's rows, prefix-sums them (offsets) and
+//      writes the permutation row -> (token, slot) and back, ordered by token then slot within each
+//      expert (deterministic). Dynamic shared memory: a [W, E] int table, W = min(32, 12000 / E)
+//      warps (32 KB for V3).
+//   2. gate_up, h [rows, I] bf16 = silu(gate) * up fused in the epilogue, by row count per expert:
+//      1 row: expert_gemv_kernel<row tile 1>; 2..16 rows: expert_gemv_kernel<row tile 8> (not
+//      launched when T = 1); more: expert_mma_kernel (launched when T * k > 16). Each launch lists the
+//      experts in its range on the device and skips the rest.
+//   3. down, y [rows, H] bf16: the same kernels.
+//   4. combine_kernel, grid (H / 8 / 128 blocks, T), 128 threads: out[t] = sum_j w[t, j] * y[row(t, j)]
+//      in slot order j = 0..k-1 (deterministic, no atomics).
+// The product kernels are persistent (grid = SMs x guaranteed resident blocks, at most the work);
+// every block lists the experts it serves from the device offsets and walks the work items of those
+// only, so an empty expert costs nothing.
+//   expert_gemv_kernel (the decode path), 128 threads, 8 (row tile 1) or 3 (row tile 8) blocks per
+//     SM: a work item is one warp's (expert, two weight rows): gate_up rows i and I + i (so silu * up
+//     fuses), down rows 2n and 2n + 1. The warp reads each weight element of its rows once, 16 bytes
+//     per lane per load, lane-strided along K (coalesced 512-byte warp loads, L1 bypassed, the next
+//     load in flight during this one's math), dequantizes in registers (fp8 block scale applied to
+//     the partial sum) and multiplies with up to 8 of the expert's rows at a time, looping for more.
+//     The activations come through L1/L2 (small, and shared by all the expert's warps).
+//   expert_mma_kernel (the prefill path), 128 threads = 2 x 2 warps, 2 blocks per SM: a work item is
+//     a 64-row x 128-weight-row tile (gate_up: 64 gate rows and the matching 64 up rows), K in steps
+//     of 64 through shared memory (fp8 * scale rounded to bf16 on the way: a relative error of 2^-9
+//     per weight that the GEMV path does not have), the next step's global loads in registers during
+//     this step's mma.sync.m16n8k16 (bf16 in, f32 accumulate). Used when H and I are multiples of 16
+//     and x and the weights 16-byte aligned; otherwise the GEMV takes every expert.
+#include "backend/cuda/moe.h"
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace dsinfer::backend::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kMaxExperts = 1024;
+constexpr int64_t kMaxRows = int64_t{1} << 24;  // T * k: keeps every row and work-item count in int32
+constexpr int64_t kMaxWidth = int64_t{1} << 16;  // I, H (V3: 2048, 7168)
+constexpr int kGemvMaxRows = 16;  // experts with more rows go to the tensor-core kernel
+constexpr size_t kScratchAlign = 256;
+
+constexpr int kPlanThreads = 1024;
+constexpr int kPlanSharedInts = 12000;  // < 48 KB (what a launch gets without opting in) with the static part
+constexpr int kGemvThreads = 128;
+constexpr int kGemvWarps = kGemvThreads / 32;
+// Activation rows per pass over the weights: 1 (64 registers, 8 blocks per SM: the decode case of one
+// row per expert) or up to 8 (fewer passes for 2..16 rows, 3 blocks per SM). A kernel serves any count.
+constexpr int kGemvWideRowTile = 8;
+// Blocks per SM that the launch bounds guarantee (registers and shared memory allow at least this many):
+// the persistent grids are SMs x this, so every block is resident at once.
+constexpr int gemv_blocks_per_sm(int row_tile) { return row_tile == 1 ? 8 : 3; }
+constexpr int kMmaBlocksPerSm = 2;
+constexpr int kMmaThreads = 128;
+constexpr int kTileM = 64;   // activation rows per tile
+constexpr int kTileN = 128;  // weight rows per tile
+constexpr int kTileK = 64;
+constexpr int kSmemStride = kTileK + 8;  // 144-byte shared rows: ldmatrix's 8 row reads hit distinct banks
+constexpr int kCombineThreads = 128;
+
+__host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// What one grouped product (gate_up or down) reads and writes.
+struct ProductArgs {
+  const void* weight;       // [E, weight_rows, k] bf16 or fp8
+  const float* scale;       // fp8: [E, scale_rows, scale_cols]
+  int64_t weight_rows;      // 2I (gate_up) or H (down)
+  int64_t k;                // H (gate_up) or I (down)
+  int64_t outputs;          // per row: I (gate_up) or H (down)
+  int64_t scale_rows, scale_cols;
+  const bf16* input;        // gate_up: x [T, H], rows gathered through row_source; down: h [rows, I]
+  const int32_t* row_source;  // gate_up: [rows] token * top_k + slot; down: unused
+  int top_k;
+  const int32_t* offsets;   // [E + 1] first row of each expert
+  int num_experts;
+  int min_rows, max_rows;   // the experts this launch serves (by row count)
+  bf16* output;             // h [rows, I] or y [rows, H]
+};
+
+// ---- small device helpers ----
+
+__device__ __forceinline__ uint4 load_streaming(const void* p) {  // read once: do not keep in L1
+  uint4 v;
+  // volatile: stays under the bounds check that guards it (never hoisted into a speculative load)
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ float2 fp8x2_to_float2(uint32_t two) {  // low byte -> .x; exact
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+  return __half22float2(__half2(h));
+}
+
+__device__ __forceinline__ float bf16_low(uint32_t two) { return __uint_as_float(two << 16); }
+__device__ __forceinline__ float bf16_high(uint32_t two) { return __uint_as_float(two & 0xffff0000u); }
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(low, high);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float silu_times(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+// Exclusive prefix sum over the block (kThreads threads, all calling); *total gets the block's sum.
+// Safe to call repeatedly: it synchronizes before returning.
+template <int kThreads>
+__device__ int block_exclusive_scan(int value, int* total, int* warp_sums) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int inclusive = value;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const int other = __shfl_up_sync(kFullMask, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();
+  int before = 0, sum = 0;
+  for (int w = 0; w < kThreads / 32; ++w) {
+    const int s = warp_sums[w];
+    before += w < warp ? s : 0;
+    sum += s;
+  }
+  __syncthreads();
+  *total = sum;
+  return before + inclusive - value;
+}
+
+// The experts this launch serves, in expert order: active[a] = expert, first_item[a] = its first work
+// item; an expert with r rows has ceil(r / rows_per_tile) * tiles items (rows_per_tile 0: tiles).
+// Returns the number of items; *listed gets the number of experts. All threads call it.
+template <int kThreads>
+__device__ int list_experts(const ProductArgs& p, int rows_per_tile, int tiles, int* active, int* first_item,
+                            int* warp_sums, int* listed) {
+  int count = 0, items = 0;
+  for (int base = 0; base < p.num_experts; base += kThreads) {
+    const int e = base + static_cast<int>(threadIdx.x);
+    const int rows = e < p.num_experts ? p.offsets[e + 1] - p.offsets[e] : 0;
+    const bool take = rows >= p.min_rows && rows <= p.max_rows;  // min_rows >= 1
+    const int my_items = take ? (rows_per_tile > 0 ? static_cast<int>(ceil_div(rows, rows_per_tile)) : 1) * tiles : 0;
+    int taken, added;
+    const int index = block_exclusive_scan<kThreads>(take ? 1 : 0, &taken, warp_sums);
+    const int first = block_exclusive_scan<kThreads>(my_items, &added, warp_sums);
+    if (take) {
+      active[count + index] = e;
+      first_item[count + index] = items + first;
+    }
+    count += taken;
+    items += added;
+  }
+  __syncthreads();
+  *listed = count;
+  return items;
+}
+
+// ---- 1. plan ----
+
+// Row order: expert, then flat index token * k + slot. Each of W warps owns a contiguous segment of
+// the flat indices; table[w][e] first counts warp w's entries for e, then becomes the row where warp
+// w's next entry for e goes (offset of e + entries of e in earlier segments), so ranks never depend
+// on timing. Ids outside [0, E) get slot_row -1.
+__global__ void __launch_bounds__(kPlanThreads)
+    plan_kernel(const int32_t* __restrict__ expert_ids, int entries, int num_experts, int segment_warps,
+                int32_t* __restrict__ offsets, int32_t* __restrict__ row_source, int32_t* __restrict__ slot_row) {
+  extern __shared__ int32_t table[];  // [segment_warps, num_experts]
+  __shared__ int32_t warp_sums[kPlanThreads / 32];
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  for (int i = tid; i < segment_warps * num_experts; i += kPlanThreads) table[i] = 0;
+  __syncthreads();
+
+  const int per_warp = static_cast<int>(ceil_div(ceil_div(entries, segment_warps), 32) * 32);
+  const int64_t begin = static_cast<int64_t>(warp) * per_warp;
+  const int64_t end = begin + per_warp < entries ? begin + per_warp : entries;
+  int32_t* mine = table + warp * num_experts;
+  auto expert_of = [&](int64_t i) {
+    const int e = i < end ? expert_ids[i] : -1;
+    return e >= 0 && e < num_experts ? e : -1;
+  };
+  if (warp < segment_warps) {
+    for (int64_t base = begin; base < end; base += 32) {  // uniform per warp
+      const int e = expert_of(base + lane);
+      const unsigned peers = __match_any_sync(kFullMask, e);
+      if (e >= 0 && lane == __ffs(peers) - 1) mine[e] += __popc(peers);
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+
+  int total = 0;
+  if (tid < num_experts)
+    for (int w = 0; w < segment_warps; ++w) total += table[w * num_experts + tid];
+  int all;
+  const int start = block_exclusive_scan<kPlanThreads>(total, &all, warp_sums);
+  if (tid < num_experts) {
+    offsets[tid] = start;
+    int next = start;
+    for (int w = 0; w < segment_warps; ++w) {
+      const int here = table[w * num_experts + tid];
+      table[w * num_experts + tid] = next;
+      next += here;
+    }
+  }
+  if (tid == 0) offsets[num_experts] = all;
+  __syncthreads();
+
+  if (warp < segment_warps) {
+    for (int64_t base = begin; base < end; base += 32) {
+      const int64_t i = base + lane;
+      const int e = expert_of(i);
+      const unsigned peers = __match_any_sync(kFullMask, e);
+      if (e >= 0) {
+        const int row = mine[e] + __popc(peers & ((1u << lane) - 1u));
+        row_source[row] = static_cast<int32_t>(i);
+        slot_row[i] = row;
+      } else if (i < end) {
+        slot_row[i] = -1;
+      }
+      __syncwarp();  // every lane has read mine[e] before the leader moves it on
+      if (e >= 0 && lane == __ffs(peers) - 1) mine[e] += __popc(peers);
+      __syncwarp();
+    }
+  }
+}
+
+// ---- 2, 3. grouped GEMV (few rows per expert) ----
+
+// kElems weight elements per lane per step: one 16-byte load (16 fp8 or 8 bf16), or one element
+// when the rows are not 16-byte aligned (K not a multiple of kElems).
+template <bool kFp8, bool kVector>
+constexpr int kGemvElems = kVector ? (kFp8 ? 16 : 8) : 1;
+
+template <bool kFp8, bool kVector>
+__device__ __forceinline__ uint4 load_weights(const char* row, int64_t index) {
+  if constexpr (kVector) return load_streaming(row + index * (kFp8 ? 1 : 2));
+  else if constexpr (kFp8) return make_uint4(reinterpret_cast<const uint8_t*>(row)[index], 0, 0, 0);
+  else return make_uint4(reinterpret_cast<const uint16_t*>(row)[index], 0, 0, 0);
+}
+
+// Part `part` of a step's raw weights as floats (fp8 without its block scale, which is applied to the
+// partial sum): elements [8 part, 8 part + 8) of a vector step, or the one element of a scalar step.
+template <bool kFp8, bool kVector>
+constexpr int kGemvPartElems = kVector ? 8 : 1;
+
+template <bool kFp8, bool kVector>
+__device__ __forceinline__ void unpack_weights(uint4 raw, int part, float (&w)[kGemvPartElems<kFp8, kVector>]) {
+  if constexpr (!kVector) {
+    w[0] = kFp8 ? __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(raw.x), __NV_E4M3)))
+                : bf16_low(raw.x);
+  } else {
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+    if constexpr (kFp8) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const uint32_t word = words[2 * part + q];
+        const float2 low = fp8x2_to_float2(word), high = fp8x2_to_float2(word >> 16);
+        w[4 * q] = low.x, w[4 * q + 1] = low.y, w[4 * q + 2] = high.x, w[4 * q + 3] = high.y;
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) w[2 * q] = bf16_low(words[q]), w[2 * q + 1] = bf16_high(words[q]);
+    }
+  }
+}
+
+template <int kElems>
+__device__ __forceinline__ void load_activations(const bf16* p, float (&v)[kElems]) {
+  if constexpr (kElems == 1) {
+    v[0] = __bfloat162float(*p);
+  } else {
+#pragma unroll
+    for (int c = 0; c < kElems / 8; ++c) {
+      const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p) + c);
+      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) v[8 * c + 2 * q] = bf16_low(words[q]), v[8 * c + 2 * q + 1] = bf16_high(words[q]);
+    }
+  }
+}
+
+// One warp: weight rows row_a and row_b of `expert` times its rows [first_row, first_row + rows),
+// rows <= kRows (the missing ones repeat the last row and are not stored).
+template <bool kGateUp, bool kFp8, bool kVector, int kRows>
+__device__ void gemv_rows(const ProductArgs& p, int expert, int first_row, int rows, int64_t row_a, int64_t row_b,
+                          int lane) {
+  constexpr int kElems = kGemvElems<kFp8, kVector>;
+  constexpr int kPart = kGemvPartElems<kFp8, kVector>;
+  constexpr int64_t kElemBytes = kFp8 ? 1 : 2;
+  const int64_t K = p.k;
+  const char* weights = static_cast<const char*>(p.weight) + expert * p.weight_rows * K * kElemBytes;
+  const char* weights_a = weights + row_a * K * kElemBytes;
+  const char* weights_b = weights + row_b * K * kElemBytes;
+  const float* scales = kFp8 ? p.scale + expert * p.scale_rows * p.scale_cols : nullptr;
+  const float* scales_a = kFp8 ? scales + (row_a / kWeightBlock) * p.scale_cols : nullptr;
+  const float* scales_b = kFp8 ? scales + (row_b / kWeightBlock) * p.scale_cols : nullptr;
+  const bf16* in[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int row = first_row + min(r, rows - 1);
+    const int64_t source = kGateUp ? p.row_source[row] / p.top_k : row;
+    in[r] = p.input + source * K;
+  }
+
+  float acc_a[kRows], acc_b[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) acc_a[r] = acc_b[r] = 0.0f;
+  const int64_t steps = K / kElems;
+  uint4 next_a = make_uint4(0, 0, 0, 0), next_b = next_a;
+  if (lane < steps) {
+    next_a = load_weights<kFp8, kVector>(weights_a, lane * kElems);
+    next_b = load_weights<kFp8, kVector>(weights_b, lane * kElems);
+  }
+  for (int64_t s = lane; s < steps; s += 32) {
+    const uint4 raw_a = next_a, raw_b = next_b;
+    if (s + 32 < steps) {  // the next step's weights are in flight during this step's math
+      next_a = load_weights<kFp8, kVector>(weights_a, (s + 32) * kElems);
+      next_b = load_weights<kFp8, kVector>(weights_b, (s + 32) * kElems);
+    }
+    const int64_t k = s * kElems;
+    // A step lies inside one 128-column scale block (kElems divides 128).
+    const float scale_a = kFp8 ? __ldg(scales_a + k / kWeightBlock) : 1.0f;
+    const float scale_b = kFp8 ? __ldg(scales_b + k / kWeightBlock) : 1.0f;
+#pragma unroll
+    for (int part = 0; part < kElems / kPart; ++part) {  // 8 elements at a time: fewer live registers
+      float w_a[kPart], w_b[kPart];
+      unpack_weights<kFp8, kVector>(raw_a, part, w_a);
+      unpack_weights<kFp8, kVector>(raw_b, part, w_b);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        float v[kPart];
+        load_activations<kPart>(in[r] + k + part * kPart, v);
+        float dot_a = 0.0f, dot_b = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kPart; ++i) {
+          dot_a = fmaf(w_a[i], v[i], dot_a);
+          dot_b = fmaf(w_b[i], v[i], dot_b);
+        }
+        acc_a[r] = fmaf(scale_a, dot_a, acc_a[r]);
+        acc_b[r] = fmaf(scale_b, dot_b, acc_b[r]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    acc_a[r] = warp_sum(acc_a[r]);
+    acc_b[r] = warp_sum(acc_b[r]);
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r < rows && lane == r) {
+      bf16* target = p.output + static_cast<int64_t>(first_row + r) * p.outputs;
+      if constexpr (kGateUp) {
+        target[row_a] = __float2bfloat16(silu_times(acc_a[r], acc_b[r]));  // row_a is the output index i
+      } else {
+        target[row_a] = __float2bfloat16(acc_a[r]);
+        if (row_b != row_a) target[row_b] = __float2bfloat16(acc_b[r]);
+      }
+    }
+  }
+}
+
+template <bool kGateUp, bool kFp8, bool kVector, int kRowTile>
+__global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm(kRowTile)) expert_gemv_kernel(const ProductArgs p) {
+  __shared__ int active[kMaxExperts];
+  __shared__ int first_item[kMaxExperts];
+  __shared__ int warp_sums[kGemvWarps];
+  // Items per expert: gate_up, one per output i (rows i, I + i); down, one per output pair.
+  const int tiles = static_cast<int>(kGateUp ? p.outputs : ceil_div(p.outputs, 2));
+  int listed;
+  const int items = list_experts<kGemvThreads>(p, 0, tiles, active, first_item, warp_sums, &listed);
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  for (int item = static_cast<int>(blockIdx.x) * kGemvWarps + warp; item < items;
+       item += static_cast<int>(gridDim.x) * kGemvWarps) {  // uniform per warp
+    const int expert = active[item / tiles];
+    const int tile = item % tiles;
+    const int64_t row_a = kGateUp ? tile : 2 * int64_t{tile};
+    const int64_t row_b = kGateUp ? p.outputs + tile : (row_a + 1 < p.outputs ? row_a + 1 : row_a);
+    const int first = p.offsets[expert];
+    const int count = p.offsets[expert + 1] - first;
+    for (int done = 0; done < count; done += kRowTile) {
+      const int rows = min(kRowTile, count - done);
+      if constexpr (kRowTile == 1) {
+        gemv_rows<kGateUp, kFp8, kVector, 1>(p, expert, first + done, rows, row_a, row_b, lane);
+      } else {
+        static_assert(kRowTile == 8);
+        if (rows <= 2) gemv_rows<kGateUp, kFp8, kVector, 2>(p, expert, first + done, rows, row_a, row_b, lane);
+        else if (rows <= 4) gemv_rows<kGateUp, kFp8, kVector, 4>(p, expert, first + done, rows, row_a, row_b, lane);
+        else gemv_rows<kGateUp, kFp8, kVector, 8>(p, expert, first + done, rows, row_a, row_b, lane);
+      }
+    }
+  }
+}
+
+// ---- 2, 3. grouped tensor-core GEMM (many rows per expert) ----
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* smem) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
+}
+
+// d += a (16 x 16, row major) * b (16 x 8, column major), bf16 in, f32 accumulate.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Warp (wm, wn) computes tile rows [32 wm, 32 wm + 32) x tile columns [32 wn, +32) and [64 + 32 wn, +32):
+// n8 tile j < 4 at 32 wn + 8 j, j >= 4 at 64 + 32 wn + 8 (j - 4). For gate_up, columns c and 64 + c are
+// the gate and up rows of the same output, so both land in the same thread.
+__device__ __forceinline__ int mma_column(int warp_n, int j) { return (j < 4 ? 0 : 64 - 32) + 32 * warp_n + 8 * j; }
+
+template <bool kGateUp, bool kFp8>
+__global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) expert_mma_kernel(const ProductArgs p) {
+  __shared__ alignas(16) bf16 tile_a[kTileM * kSmemStride];  // [64 rows][64 k] (+ pad)
+  __shared__ alignas(16) bf16 tile_b[kTileN * kSmemStride];  // [128 weight rows][64 k] (+ pad)
+  __shared__ int active[kMaxExperts];
+  __shared__ int first_item[kMaxExperts];
+  __shared__ int warp_sums[kMmaThreads / 32];
+  constexpr int kChunkB = kFp8 ? 16 : 8;  // weight elements per 16-byte load
+  constexpr int kChunksPerRowB = kTileK / kChunkB;
+  constexpr int kLoadsB = kTileN * kChunksPerRowB / kMmaThreads;  // 4 (fp8) or 8 (bf16)
+  constexpr int kLoadsA = kTileM * (kTileK / 8) / kMmaThreads;    // 4
+  constexpr int64_t kElemBytes = kFp8 ? 1 : 2;
+
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int warp_m = warp / 2, warp_n = warp % 2;
+  const int64_t K = p.k;
+  const int n_tiles = static_cast<int>(ceil_div(p.outputs, kGateUp ? kTileN / 2 : kTileN));
+  int listed;
+  const int items = list_experts<kMmaThreads>(p, kTileM, n_tiles, active, first_item, warp_sums, &listed);
+
+  for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
+    int lo = 0, hi = listed - 1;  // the last expert whose first item is <= item
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (first_item[mid] <= item) lo = mid;
+      else hi = mid - 1;
+    }
+    const int expert = active[lo];
+    const int local = item - first_item[lo];
+    const int first = p.offsets[expert];
+    const int count = p.offsets[expert + 1] - first;
+    const int m_tiles = static_cast<int>(ceil_div(count, kTileM));
+    const int m_base = (local % m_tiles) * kTileM;  // m fastest: concurrent blocks share weight tiles in L2
+    const int n_tile = local / m_tiles;
+    const int tile_rows = min(kTileM, count - m_base);
+
+    // This thread's global loads: A chunks (row tid / 8 + 16 q, k a_col..+8), B chunks (row b_row(q)).
+    const int a_col = (tid % 8) * 8;
+    const bf16* a_source[kLoadsA];
+#pragma unroll
+    for (int q = 0; q < kLoadsA; ++q) {
+      const int r = tid / 8 + 16 * q;
+      a_source[q] = nullptr;
+      if (r < tile_rows) {
+        const int row = first + m_base + r;
+        const int64_t source = kGateUp ? p.row_source[row] / p.top_k : row;
+        a_source[q] = p.input + source * K;
+      }
+    }
+    const int b_col = (tid % kChunksPerRowB) * kChunkB;
+    const char* b_source[kLoadsB];
+    const float* b_scales[kLoadsB];
+#pragma unroll
+    for (int q = 0; q < kLoadsB; ++q) {
+      const int j = tid / kChunksPerRowB + (kMmaThreads / kChunksPerRowB) * q;
+      int64_t weight_row;
+      bool valid;
+      if constexpr (kGateUp) {
+        const int64_t i = int64_t{n_tile} * (kTileN / 2) + (j % (kTileN / 2));
+        valid = i < p.outputs;
+        weight_row = j < kTileN / 2 ? i : p.outputs + i;
+      } else {
+        weight_row = int64_t{n_tile} * kTileN + j;
+        valid = weight_row < p.outputs;
+      }
+      b_source[q] = valid ? static_cast<const char*>(p.weight) + (expert * p.weight_rows + weight_row) * K * kElemBytes
+                          : nullptr;
+      b_scales[q] = valid && kFp8
+                        ? p.scale + (expert * p.scale_rows + weight_row / kWeightBlock) * p.scale_cols
+                        : nullptr;
+    }
+
+    uint4 reg_a[kLoadsA], reg_b[kLoadsB];
+    float reg_scale[kLoadsB];
+    auto load_step = [&](int64_t k0) {
+#pragma unroll
+      for (int q = 0; q < kLoadsA; ++q) {
+        const int64_t k = k0 + a_col;
+        reg_a[q] = a_source[q] && k < K ? __ldg(reinterpret_cast<const uint4*>(a_source[q] + k))
+                                        : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int q = 0; q < kLoadsB; ++q) {
+        const int64_t k = k0 + b_col;  // K % 16 == 0: a chunk is all in or all out
+        const bool in = b_source[q] && k < K;
+        reg_b[q] = in ? load_streaming(b_source[q] + k * kElemBytes) : make_uint4(0, 0, 0, 0);
+        if constexpr (kFp8) reg_scale[q] = in ? __ldg(b_scales[q] + k / kWeightBlock) : 0.0f;
+      }
+    };
+    auto store_step = [&]() {
+#pragma unroll
+      for (int q = 0; q < kLoadsA; ++q)
+        *reinterpret_cast<uint4*>(tile_a + (tid / 8 + 16 * q) * kSmemStride + a_col) = reg_a[q];
+#pragma unroll
+      for (int q = 0; q < kLoadsB; ++q) {
+        bf16* target = tile_b + (tid / kChunksPerRowB + (kMmaThreads / kChunksPerRowB) * q) * kSmemStride + b_col;
+        if constexpr (kFp8) {  // w = fp8 * scale, rounded to bf16 for the tensor cores
+          const uint32_t words[4] = {reg_b[q].x, reg_b[q].y, reg_b[q].z, reg_b[q].w};
+          uint32_t out[8];
+#pragma unroll
+          for (int h = 0; h < 8; ++h) {
+            const float2 w = fp8x2_to_float2(words[h / 2] >> (16 * (h % 2)));
+            out[h] = pack_bf16x2(w.x * reg_scale[q], w.y * reg_scale[q]);
+          }
+          reinterpret_cast<uint4*>(target)[0] = make_uint4(out[0], out[1], out[2], out[3]);
+          reinterpret_cast<uint4*>(target)[1] = make_uint4(out[4], out[5], out[6], out[7]);
+        } else {
+          *reinterpret_cast<uint4*>(target) = reg_b[q];
+        }
+      }
+    };
+
+    float acc[2][8][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[mi][j][c] = 0.0f;
+
+    load_step(0);
+    for (int64_t k0 = 0; k0 < K; k0 += kTileK) {
+      __syncthreads();  // the previous step (or item) has finished reading the tiles
+      store_step();
+      __syncthreads();
+      if (k0 + kTileK < K) load_step(k0 + kTileK);
+#pragma unroll
+      for (int ks = 0; ks < kTileK / 16; ++ks) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+          ldmatrix_x4(a[mi], tile_a + (warp_m * 32 + mi * 16 + lane % 16) * kSmemStride + ks * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {  // n8 tiles 2 jp and 2 jp + 1 (adjacent columns)
+          uint32_t b[4];
+          const int column = mma_column(warp_n, 2 * jp);
+          ldmatrix_x4(b, tile_b + (column + lane % 8 + 8 * (lane / 16)) * kSmemStride + ks * 16 + 8 * ((lane / 8) % 2));
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi) {
+            mma_bf16(acc[mi][2 * jp], a[mi], b[0], b[1]);
+            mma_bf16(acc[mi][2 * jp + 1], a[mi], b[2], b[3]);
+          }
+        }
+      }
+    }
+
+    // Accumulator c of n8 tile j: row lane / 4 (+ 8 for c >= 2), columns 2 (lane % 4) + {0, 1}.
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = warp_m * 32 + mi * 16 + lane / 4 + 8 * half;
+        if (r >= tile_rows) continue;
+        bf16* target = p.output + static_cast<int64_t>(first + m_base + r) * p.outputs;
+        if constexpr (kGateUp) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int64_t i = int64_t{n_tile} * (kTileN / 2) + mma_column(warp_n, j) + 2 * (lane % 4);
+            if (i < p.outputs)  // I % 16 == 0, i even: i + 1 is in range too
+              *reinterpret_cast<uint32_t*>(target + i) =
+                  pack_bf16x2(silu_times(acc[mi][j][2 * half], acc[mi][j + 4][2 * half]),
+                              silu_times(acc[mi][j][2 * half + 1], acc[mi][j + 4][2 * half + 1]));
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int64_t n = int64_t{n_tile} * kTileN + mma_column(warp_n, j) + 2 * (lane % 4);
+            if (n < p.outputs)
+              *reinterpret_cast<uint32_t*>(target + n) = pack_bf16x2(acc[mi][j][2 * half], acc[mi][j][2 * half + 1]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- 4. combine ----
+
+template <bool kVector>
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_kernel(const bf16* __restrict__ expert_out, const int32_t* __restrict__ slot_row,
+                   const float* __restrict__ weights, bf16* __restrict__ out, int tokens, int top_k, int64_t hidden) {
+  constexpr int kElems = kVector ? 8 : 1;
+  const int64_t units = hidden / kElems;
+  const int64_t unit = int64_t{blockIdx.x} * kCombineThreads + threadIdx.x;
+  if (unit >= units) return;
+  for (int t = static_cast<int>(blockIdx.y); t < tokens; t += static_cast<int>(gridDim.y)) {
+    float sum[kElems];
+#pragma unroll
+    for (int i = 0; i < kElems; ++i) sum[i] = 0.0f;
+    for (int j = 0; j < top_k; ++j) {  // slot order: the same sum on every run
+      const int64_t flat = int64_t{t} * top_k + j;
+      const int row = slot_row[flat];
+      if (row < 0) continue;
+      const float w = weights[flat];
+      float v[kElems];
+      load_activations<kElems>(expert_out + row * hidden + unit * kElems, v);
+#pragma unroll
+      for (int i = 0; i < kElems; ++i) sum[i] = fmaf(w, v[i], sum[i]);
+    }
+    bf16* target = out + int64_t{t} * hidden + unit * kElems;
+    if constexpr (kVector) {
+      *reinterpret_cast<uint4*>(target) = make_uint4(pack_bf16x2(sum[0], sum[1]), pack_bf16x2(sum[2], sum[3]),
+                                                     pack_bf16x2(sum[4], sum[5]), pack_bf16x2(sum[6], sum[7]));
+    } else {
+      *target = __float2bfloat16(sum[0]);
+    }
+  }
+}
+
+// ---- host side ----
+
+struct ScratchLayout {
+  size_t offsets = 0, row_source = 0, slot_row = 0, hidden_rows = 0, expert_out = 0, total = 0;
+};
+
+void check_shape(const MoeShape& s) {
+  DSINFER_CHECK(s.tokens >= 0 && s.top_k >= 1 && s.num_experts >= 1 && s.num_experts <= kMaxExperts &&
+                    s.inter >= 1 && s.inter <= kMaxWidth && s.hidden >= 1 && s.hidden <= kMaxWidth &&
+                    s.tokens * s.top_k <= kMaxRows,
+                "moe_experts: unsupported shape (tokens ", s.tokens, ", top_k ", s.top_k, ", experts ", s.num_experts,
+                ", inter ", s.inter, ", hidden ", s.hidden, "); supported: up to ", kMaxExperts, " experts, ",
+                kMaxRows, " tokens x top_k, widths up to ", kMaxWidth);
+}
+
+ScratchLayout scratch_layout(const MoeShape& s) {
+  const auto rows = static_cast<size_t>(s.tokens * s.top_k);
+  ScratchLayout layout;
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    const size_t here = at;
+    at += (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+    return here;
+  };
+  layout.offsets = take((s.num_experts + 1) * sizeof(int32_t));
+  layout.row_source = take(rows * sizeof(int32_t));
+  layout.slot_row = take(rows * sizeof(int32_t));
+  layout.hidden_rows = take(rows * s.inter * sizeof(bf16));
+  layout.expert_out = take(rows * s.hidden * sizeof(bf16));
+  layout.total = at;
+  return layout;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+void check_matrix(const ExpertMatrix& m, const char* name) {
+  DSINFER_CHECK(m.data != nullptr, "moe_experts: ", name, " weights are null");
+  DSINFER_CHECK(m.format == WeightFormat::kDense || m.format == WeightFormat::kFp8Block, "moe_experts: ", name,
+                " has a weight format the CUDA experts do not support (bf16 and fp8 block-scaled only)");
+  DSINFER_CHECK(m.format != WeightFormat::kFp8Block || m.scale != nullptr, "moe_experts: ", name,
+                " is fp8 without scales");
+}
+
+// A persistent grid: blocks_per_sm on every SM of the current device, or fewer when there is less work.
+int persistent_grid(int blocks_per_sm, int64_t max_blocks) {
+  int device = 0, multiprocessors = 0;
+  DSINFER_CUDA_CHECK(cudaGetDevice(&device));
+  DSINFER_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  const int64_t resident = int64_t{multiprocessors} * blocks_per_sm;
+  return static_cast<int>(std::max<int64_t>(1, std::min(resident, max_blocks)));
+}
+
+template <bool kGateUp, bool kFp8, bool kVector, int kRowTile>
+void launch_gemv_kernel(const ProductArgs& p, int64_t max_items, cudaStream_t stream) {
+  const auto kernel = expert_gemv_kernel<kGateUp, kFp8, kVector, kRowTile>;
+  const int grid = persistent_grid(gemv_blocks_per_sm(kRowTile), ceil_div(max_items, kGemvWarps));
+  kernel<<<grid, kGemvThreads, 0, stream>>>(p);
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+template <bool kGateUp>
+void launch_gemv(const ProductArgs& p, bool fp8, bool vector, bool wide, int64_t max_items, cudaStream_t stream) {
+  if (fp8 && vector) {
+    wide ? launch_gemv_kernel<kGateUp, true, true, kGemvWideRowTile>(p, max_items, stream)
+         : launch_gemv_kernel<kGateUp, true, true, 1>(p, max_items, stream);
+  } else if (fp8) {
+    wide ? launch_gemv_kernel<kGateUp, true, false, kGemvWideRowTile>(p, max_items, stream)
+         : launch_gemv_kernel<kGateUp, true, false, 1>(p, max_items, stream);
+  } else if (vector) {
+    wide ? launch_gemv_kernel<kGateUp, false, true, kGemvWideRowTile>(p, max_items, stream)
+         : launch_gemv_kernel<kGateUp, false, true, 1>(p, max_items, stream);
+  } else {
+    wide ? launch_gemv_kernel<kGateUp, false, false, kGemvWideRowTile>(p, max_items, stream)
+         : launch_gemv_kernel<kGateUp, false, false, 1>(p, max_items, stream);
+  }
+}
+
+template <bool kGateUp, bool kFp8>
+void launch_mma(const ProductArgs& p, int64_t max_items, cudaStream_t stream) {
+  const auto kernel = expert_mma_kernel<kGateUp, kFp8>;
+  const int grid = persistent_grid(kMmaBlocksPerSm, max_items);
+  kernel<<<grid, kMmaThreads, 0, stream>>>(p);
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+// One grouped product, split by each expert's row count (read on the device): 1 row, the one-row
+// GEMV; 2..16, the wide GEMV; more, the tensor-core kernel when use_mma (else the wide GEMV). With one
+// token every expert has one row (unless the router repeated an id), so the one-row GEMV serves all.
+// rows = T * k bounds every expert's count.
+template <bool kGateUp>
+void grouped_product(ProductArgs p, bool fp8, bool gemv_vector, bool use_mma, int64_t tokens, int64_t rows,
+                     cudaStream_t stream) {
+  const int64_t tiles = kGateUp ? p.outputs : ceil_div(p.outputs, 2);  // GEMV items per expert
+  const int gemv_max_rows = use_mma ? kGemvMaxRows : INT_MAX;
+  p.min_rows = 1;
+  p.max_rows = tokens == 1 ? gemv_max_rows : 1;
+  launch_gemv<kGateUp>(p, fp8, gemv_vector, false, std::min<int64_t>(p.num_experts, rows) * tiles, stream);
+  if (tokens > 1) {
+    p.min_rows = 2;
+    p.max_rows = gemv_max_rows;
+    launch_gemv<kGateUp>(p, fp8, gemv_vector, true, std::min<int64_t>(p.num_experts, rows / 2) * tiles, stream);
+  }
+  if (!use_mma) return;
+  p.min_rows = kGemvMaxRows + 1;
+  p.max_rows = INT_MAX;
+  const int64_t experts_served = std::min<int64_t>(p.num_experts, rows / p.min_rows);
+  const int64_t mma_items = (rows / kTileM + experts_served) * ceil_div(p.outputs, kGateUp ? kTileN / 2 : kTileN);
+  fp8 ? launch_mma<kGateUp, true>(p, mma_items, stream) : launch_mma<kGateUp, false>(p, mma_items, stream);
+}
+
+}  // namespace
+
+size_t moe_experts_scratch_bytes(const MoeShape& shape) {
+  check_shape(shape);
+  return scratch_layout(shape).total;
+}
+
+void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float* weights,
+                 const ExpertMatrix& gate_up, const ExpertMatrix& down, const MoeShape& shape,
+                 __nv_bfloat16* out, void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+  check_shape(shape);
+  check_matrix(gate_up, "gate_up");
+  check_matrix(down, "down");
+  const ScratchLayout layout = scratch_layout(shape);
+  DSINFER_CHECK(scratch_bytes >= layout.total, "moe_experts: scratch of ", scratch_bytes, " bytes, ", layout.total,
+                " needed for ", shape.tokens, " tokens (size it with moe_experts_scratch_bytes at the largest step)");
+  if (shape.tokens == 0) return;
+  DSINFER_CHECK(x && expert_ids && weights && out && scratch, "moe_experts: null input, output or scratch pointer");
+  DSINFER_CHECK(aligned16(scratch), "moe_experts: scratch must be 16-byte aligned");
+
+  const int64_t T = shape.tokens, k = shape.top_k, E = shape.num_experts, I = shape.inter, H = shape.hidden;
+  const int64_t rows = T * k;
+  auto* base = static_cast<char*>(scratch);
+  auto* offsets = reinterpret_cast<int32_t*>(base + layout.offsets);
+  auto* row_source = reinterpret_cast<int32_t*>(base + layout.row_source);
+  auto* slot_row = reinterpret_cast<int32_t*>(base + layout.slot_row);
+  auto* hidden_rows = reinterpret_cast<bf16*>(base + layout.hidden_rows);
+  auto* expert_out = reinterpret_cast<bf16*>(base + layout.expert_out);
+
+  // 1. plan
+  const int segment_warps = static_cast<int>(std::min<int64_t>(kPlanThreads / 32, kPlanSharedInts / E));
+  plan_kernel<<<1, kPlanThreads, segment_warps * E * sizeof(int32_t), stream>>>(
+      expert_ids, static_cast<int>(rows), static_cast<int>(E), segment_warps, offsets, row_source, slot_row);
+  DSINFER_CUDA_CHECK_LAUNCH();
+
+  const bool gate_up_fp8 = gate_up.format == WeightFormat::kFp8Block;
+  const bool down_fp8 = down.format == WeightFormat::kFp8Block;
+  const bool use_mma = rows > kGemvMaxRows && H % 16 == 0 && I % 16 == 0 && aligned16(x) &&
+                       aligned16(gate_up.data) && aligned16(down.data);
+
+  // 2. gate_up: h [rows, I] = silu(gate) * up
+  ProductArgs args{};
+  args.weight = gate_up.data;
+  args.scale = gate_up_fp8 ? gate_up.scale : nullptr;
+  args.weight_rows = 2 * I;
+  args.k = H;
+  args.outputs = I;
+  args.scale_rows = ceil_div(2 * I, kWeightBlock);
+  args.scale_cols = ceil_div(H, kWeightBlock);
+  args.input = x;
+  args.row_source = row_source;
+  args.top_k = static_cast<int>(k);
+  args.offsets = offsets;
+  args.num_experts = static_cast<int>(E);
+  args.output = hidden_rows;
+  const int64_t gate_up_elems = gate_up_fp8 ? 16 : 8;
+  grouped_product<true>(args, gate_up_fp8, H % gate_up_elems == 0 && aligned16(x) && aligned16(gate_up.data),
+                        use_mma, T, rows, stream);
+
+  // 3. down: y [rows, H]
+  args.weight = down.data;
+  args.scale = down_fp8 ? down.scale : nullptr;
+  args.weight_rows = H;
+  args.k = I;
+  args.outputs = H;
+  args.scale_rows = ceil_div(H, kWeightBlock);
+  args.scale_cols = ceil_div(I, kWeightBlock);
+  args.input = hidden_rows;
+  args.row_source = nullptr;
+  args.output = expert_out;
+  const int64_t down_elems = down_fp8 ? 16 : 8;
+  grouped_product<false>(args, down_fp8, I % down_elems == 0 && aligned16(down.data), use_mma, T, rows, stream);
+
+  // 4. combine
+  const bool vector = H % 8 == 0 && aligned16(out);
+  const int64_t units = vector ? H / 8 : H;
+  const dim3 grid(static_cast<unsigned>(ceil_div(units, kCombineThreads)),
+                  static_cast<unsigned>(std::min<int64_t>(T, 65535)));
+  if (vector) {
+    combine_kernel<true><<<grid, kCombineThreads, 0, stream>>>(expert_out, slot_row, weights, out,
+                                                               static_cast<int>(T), static_cast<int>(k), H);
+  } else {
+    combine_kernel<false><<<grid, kCombineThreads, 0, stream>>>(expert_out, slot_row, weights, out,
+                                                                static_cast<int>(T), static_cast<int>(k), H);
+  }
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsinfer::backend::cuda

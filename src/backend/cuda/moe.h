@@ -1,0 +1,56 @@
+// The routed experts of a DeepSeekMoE layer on the GPU (Backend::moe_experts; the CPU reference is
+// backend/cpu/moe.cc):
+//
+//   out[t] = sum over j < k of weights[t, j] * down_e(bf16(silu(gate_e(x_t)) * up_e(x_t))),
+//   e = expert_ids[t, j],
+//
+// bf16 activations, float32 accumulation, the intermediate h = silu(g) * u rounded to bf16 as the
+// dense path rounds it. Four kernels, all sized on the host from the shapes alone (expert counts are
+// computed and read on the device), so the op has no host synchronisation and no allocation and can be
+// captured in a CUDA graph. Deterministic: the same inputs give the same bits on every run.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace dsinfer::backend::cuda {
+
+// One stacked expert matrix [E, N, K] in device memory (LinearWeight's data/scale/format as pointers).
+struct ExpertMatrix {
+  const void* data = nullptr;    // [E, N, K]: bf16 (kDense) or fp8 e4m3 (kFp8Block), contiguous
+  const float* scale = nullptr;  // kFp8Block: [E, ceil(N / 128), ceil(K / 128)] f32; kDense: null
+  WeightFormat format = WeightFormat::kDense;
+};
+
+struct MoeShape {
+  int64_t tokens = 0;       // T (for the scratch size: the largest T a step may have)
+  int64_t top_k = 0;        // k, routed experts per token (8 for V3)
+  int64_t num_experts = 0;  // E, 1..1024 (256 for V3)
+  int64_t inter = 0;        // I, moe_intermediate_size (2048 for V3)
+  int64_t hidden = 0;       // H, hidden_size (7168 for V3)
+};
+
+// Bytes of device scratch moe_experts needs for shape (grows with shape.tokens): the per-expert row
+// offsets, the row permutation, h [T * k, I] bf16 and the per-row expert outputs [T * k, H] bf16.
+// About T * k * (I + H) * 2 bytes: 150 KB per token for V3.
+size_t moe_experts_scratch_bytes(const MoeShape& shape);
+
+// x [T, H] bf16; expert_ids [T, k] int32 and weights [T, k] f32 (the router's output);
+// gate_up [E, 2I, H] (per expert I gate rows then I up rows) and down [E, H, I]; out [T, H] bf16, which
+// may be x itself (x is last read before out is written) but must not overlap the scratch.
+// scratch: device memory of at least moe_experts_scratch_bytes(shape) bytes, 16-byte aligned, used
+// only by the work queued here (it may be reused once that work is done, in stream order).
+// Expert ids outside [0, E) are skipped (their slot contributes nothing: a dummy or padded row, or an
+// expert another rank holds); a token with no valid slot gets zeros. Duplicate ids in a row are
+// computed twice, as on the CPU. Queues its kernels on `stream` and returns; T == 0 queues nothing.
+// Throws dsinfer::Error on a bad shape, format or scratch size, or a failed launch.
+void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float* weights,
+                 const ExpertMatrix& gate_up, const ExpertMatrix& down, const MoeShape& shape,
+                 __nv_bfloat16* out, void* scratch, size_t scratch_bytes, cudaStream_t stream);
+
+}  // namespace dsinfer::backend::cuda

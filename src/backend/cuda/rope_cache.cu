@@ -1,0 +1,202 @@
+// Rotary embedding in place, and the latent cache's scatter (write_cache) and gather (gather_cache).
+//
+// rope_inplace: x [T, G, D] bf16 (token rows token_stride apart), dims [begin, begin + rope_dim) of
+//   each group rotated by the f32 cos/sin tables [max_positions, rope_dim / 2] at positions [T].
+//   Roofline: reads and writes T * G * rope_dim * 2 bytes, 6 FLOPs per pair; tiny next to the
+//   projections around it (q: T * 128 heads * 64 dims). Launch: one block per token, one thread per
+//   (group, pair), threads = G * rope_dim / 2 rounded up to a warp, at most 256 (looping beyond).
+// write_cache: cache[slot_mapping[t]] = [latent[t] | k_rope[t]], rows of 576 bf16 for V3.
+// gather_cache: out[row_start[b] + j] = cache[slot(b, j)] over every sequence's context.
+//   Both move rows * width * 2 bytes each way and compute nothing. Launch: 16-byte units (2-byte ones
+//   when alignment does not allow), a 256-thread block of tx (units per row, a power of two) x ty
+//   rows; grid.x covers a row, grid.y the rows (<= 65535, looping beyond), grid.z the sequences
+//   (gather_cache).
+#include "backend/cuda/rope_cache.h"
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace dsinfer::backend::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kRopeMaxThreads = 256;
+constexpr int kBlockThreads = 256;
+constexpr int64_t kMaxGridDim = 65535;  // grid.y and grid.z
+
+// ---- rope ----
+
+__global__ void __launch_bounds__(kRopeMaxThreads)
+    rope_kernel(bf16* x, int64_t token_stride, int group_dim, int groups, int begin, int half,
+                const int32_t* __restrict__ positions, const float* __restrict__ cos_table,
+                const float* __restrict__ sin_table, bool interleaved) {
+  const int64_t t = blockIdx.x;
+  const int64_t table_row = static_cast<int64_t>(positions[t]) * half;
+  const float* cos_row = cos_table + table_row;
+  const float* sin_row = sin_table + table_row;
+  bf16* token = x + t * token_stride + begin;
+  // Each (group, pair) belongs to one thread: no two threads touch the same element.
+  for (int p = threadIdx.x; p < groups * half; p += blockDim.x) {
+    const int g = p / half, i = p - g * half;
+    bf16* v = token + static_cast<int64_t>(g) * group_dim;
+    const int a = interleaved ? 2 * i : i;
+    const int b = interleaved ? 2 * i + 1 : i + half;
+    const float x0 = __bfloat162float(v[a]), x1 = __bfloat162float(v[b]);
+    const float c = cos_row[i], s = sin_row[i];
+    v[a] = __float2bfloat16(x0 * c - x1 * s);
+    v[b] = __float2bfloat16(x1 * c + x0 * s);
+  }
+}
+
+// ---- cache rows ----
+
+struct RowGrid {
+  dim3 grid;
+  dim3 block;
+};
+
+// tx threads (a power of two >= units, at most 256) along a row, 256 / tx rows per block.
+RowGrid row_grid(int64_t rows, int64_t units, int64_t depth) {
+  int tx = 1;
+  while (tx < units && tx < kBlockThreads) tx *= 2;
+  int ty = kBlockThreads / tx;
+  int64_t blocks_x = (units + tx - 1) / tx;
+  int64_t blocks_y = std::max<int64_t>(1, std::min((rows + ty - 1) / ty, kMaxGridDim));
+  DSINFER_CHECK(blocks_x <= INT32_MAX && depth <= kMaxGridDim, "cache kernel: ", units, " units per row and ",
+                depth, " sequences exceed the grid");
+  return {dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y), static_cast<unsigned>(depth)),
+          dim3(tx, ty)};
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Unit: uint4 (8 bf16) or uint16_t (1 bf16). Widths and strides count units.
+template <typename Unit>
+__global__ void write_cache_kernel(const Unit* __restrict__ latent, int64_t latent_stride, int64_t latent_units,
+                                   const Unit* __restrict__ k_rope, int64_t k_rope_stride, int64_t rope_units,
+                                   const int64_t* __restrict__ slot_mapping, Unit* __restrict__ cache,
+                                   int64_t tokens) {
+  const int64_t row_units = latent_units + rope_units;
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (unit >= row_units) return;
+  const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.y;
+  for (int64_t t = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; t < tokens; t += step) {
+    const int64_t slot = slot_mapping[t];
+    if (slot < 0) continue;  // padding row
+    cache[slot * row_units + unit] = unit < latent_units ? latent[t * latent_stride + unit]
+                                                         : k_rope[t * k_rope_stride + (unit - latent_units)];
+  }
+}
+
+template <typename Unit>
+__global__ void gather_cache_kernel(const Unit* __restrict__ cache, int64_t row_units,
+                                    const int32_t* __restrict__ page_table_start, const int32_t* __restrict__ page_ids,
+                                    const int32_t* __restrict__ context_lens, const int32_t* __restrict__ out_row_start,
+                                    int page_size, Unit* __restrict__ out) {
+  const int b = blockIdx.z;
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (unit >= row_units) return;
+  const int32_t* pages = page_ids + page_table_start[b];
+  const int length = context_lens[b];
+  const int64_t first_row = out_row_start[b];
+  const int step = static_cast<int>(gridDim.y * blockDim.y);
+  for (int j = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); j < length; j += step) {
+    const int64_t slot = static_cast<int64_t>(pages[j / page_size]) * page_size + j % page_size;
+    out[(first_row + j) * row_units + unit] = cache[slot * row_units + unit];
+  }
+}
+
+template <typename Unit>
+void launch_write_cache(const bf16* latent, int64_t latent_row_stride, int64_t latent_width, const bf16* k_rope,
+                        int64_t k_rope_row_stride, int64_t rope_width, const int64_t* slot_mapping, bf16* cache,
+                        int64_t tokens, cudaStream_t stream) {
+  constexpr int64_t kPerUnit = sizeof(Unit) / sizeof(bf16);
+  RowGrid launch = row_grid(tokens, (latent_width + rope_width) / kPerUnit, 1);
+  write_cache_kernel<Unit><<<launch.grid, launch.block, 0, stream>>>(
+      reinterpret_cast<const Unit*>(latent), latent_row_stride / kPerUnit, latent_width / kPerUnit,
+      reinterpret_cast<const Unit*>(k_rope), k_rope_row_stride / kPerUnit, rope_width / kPerUnit, slot_mapping,
+      reinterpret_cast<Unit*>(cache), tokens);
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+void write_cache_rows(const bf16* latent, int64_t latent_row_stride, int64_t latent_width, const bf16* k_rope,
+                      int64_t k_rope_row_stride, int64_t rope_width, const int64_t* slot_mapping, bf16* cache,
+                      int64_t tokens, cudaStream_t stream) {
+  // 16-byte units when every row start on both sides is 16-byte aligned and both parts are whole units.
+  bool vector = aligned16(latent) && aligned16(cache) && latent_width % 8 == 0 && latent_row_stride % 8 == 0 &&
+                rope_width % 8 == 0 && (rope_width == 0 || (aligned16(k_rope) && k_rope_row_stride % 8 == 0));
+  if (vector) {
+    launch_write_cache<uint4>(latent, latent_row_stride, latent_width, k_rope, k_rope_row_stride, rope_width,
+                              slot_mapping, cache, tokens, stream);
+  } else {
+    launch_write_cache<uint16_t>(latent, latent_row_stride, latent_width, k_rope, k_rope_row_stride, rope_width,
+                                 slot_mapping, cache, tokens, stream);
+  }
+}
+
+}  // namespace
+
+void rope_inplace(__nv_bfloat16* x, int64_t tokens, int64_t groups, int64_t group_dim, int64_t token_stride,
+                  int64_t begin, int64_t rope_dim, const int32_t* positions, const float* cos_table,
+                  const float* sin_table, bool interleaved, cudaStream_t stream) {
+  DSINFER_CHECK(tokens >= 0 && tokens <= INT32_MAX && groups >= 0 && rope_dim >= 0 && rope_dim % 2 == 0,
+                "rope: unsupported shape (", tokens, " tokens, ", groups, " groups, rope_dim ", rope_dim, ")");
+  DSINFER_CHECK(begin >= 0 && begin + rope_dim <= group_dim, "rope: dims [", begin, ", ", begin + rope_dim,
+                ") outside a group of ", group_dim);
+  DSINFER_CHECK(token_stride >= groups * group_dim, "rope: token stride ", token_stride, " is narrower than ",
+                groups, " groups of ", group_dim);
+  const int64_t pairs = groups * (rope_dim / 2);
+  DSINFER_CHECK(pairs <= INT32_MAX && group_dim <= INT32_MAX, "rope: ", pairs, " pairs per token is too many");
+  if (tokens == 0 || pairs == 0) return;
+  int threads = static_cast<int>(std::min<int64_t>(kRopeMaxThreads, (pairs + 31) / 32 * 32));
+  rope_kernel<<<static_cast<unsigned>(tokens), threads, 0, stream>>>(
+      x, token_stride, static_cast<int>(group_dim), static_cast<int>(groups), static_cast<int>(begin),
+      static_cast<int>(rope_dim / 2), positions, cos_table, sin_table, interleaved);
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+void write_cache(const __nv_bfloat16* latent, int64_t latent_row_stride, const int64_t* slot_mapping,
+                 __nv_bfloat16* cache, int64_t tokens, int64_t width, cudaStream_t stream) {
+  DSINFER_CHECK(tokens >= 0 && width >= 0 && latent_row_stride >= width, "write_cache: ", tokens, " rows of ",
+                width, " with row stride ", latent_row_stride);
+  if (tokens == 0 || width == 0) return;
+  write_cache_rows(latent, latent_row_stride, width, nullptr, 0, 0, slot_mapping, cache, tokens, stream);
+}
+
+void write_cache_split(const __nv_bfloat16* latent, int64_t latent_row_stride, int64_t latent_width,
+                       const __nv_bfloat16* k_rope, int64_t k_rope_row_stride, int64_t rope_width,
+                       const int64_t* slot_mapping, __nv_bfloat16* cache, int64_t tokens, cudaStream_t stream) {
+  DSINFER_CHECK(tokens >= 0 && latent_width >= 0 && rope_width >= 0 && latent_row_stride >= latent_width &&
+                    k_rope_row_stride >= rope_width,
+                "write_cache_split: ", tokens, " rows of latent ", latent_width, " (stride ", latent_row_stride,
+                ") and k_rope ", rope_width, " (stride ", k_rope_row_stride, ")");
+  if (tokens == 0 || latent_width + rope_width == 0) return;
+  write_cache_rows(latent, latent_row_stride, latent_width, k_rope, k_rope_row_stride, rope_width, slot_mapping,
+                   cache, tokens, stream);
+}
+
+void gather_cache(const __nv_bfloat16* cache, const int32_t* page_table_start, const int32_t* page_ids,
+                  const int32_t* context_lens, const int32_t* out_row_start, __nv_bfloat16* out, int num_sequences,
+                  int max_context_len, int page_size, int64_t width, cudaStream_t stream) {
+  DSINFER_CHECK(num_sequences >= 0 && num_sequences <= kMaxGridDim && max_context_len >= 0 && page_size >= 1 &&
+                    width >= 0,
+                "gather_cache: unsupported batch (", num_sequences, " sequences, longest ", max_context_len,
+                ", page size ", page_size, ", width ", width, ")");
+  if (num_sequences == 0 || max_context_len == 0 || width == 0) return;
+  if (width % 8 == 0 && aligned16(cache) && aligned16(out)) {
+    RowGrid launch = row_grid(max_context_len, width / 8, num_sequences);
+    gather_cache_kernel<uint4><<<launch.grid, launch.block, 0, stream>>>(
+        reinterpret_cast<const uint4*>(cache), width / 8, page_table_start, page_ids, context_lens, out_row_start,
+        page_size, reinterpret_cast<uint4*>(out));
+  } else {
+    RowGrid launch = row_grid(max_context_len, width, num_sequences);
+    gather_cache_kernel<uint16_t><<<launch.grid, launch.block, 0, stream>>>(
+        reinterpret_cast<const uint16_t*>(cache), width, page_table_start, page_ids, context_lens, out_row_start,
+        page_size, reinterpret_cast<uint16_t*>(out));
+  }
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsinfer::backend::cuda

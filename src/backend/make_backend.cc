@@ -1,0 +1,42 @@
+#include "backend/make_backend.h"
+
+#include "core/error.h"
+
+#ifdef DSINFER_HAS_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace dsinfer::backend {
+namespace {
+
+bool is_cuda(const std::string& device) { return device == "cuda" || device.rfind("cuda:", 0) == 0; }
+
+}  // namespace
+
+bool backend_built(const std::string& device) {
+  if (device == "cpu") return true;
+#ifdef DSINFER_HAS_CUDA
+  return is_cuda(device);
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device) {
+  if (device == "cpu") return make_cpu_backend();
+  DSINFER_CHECK(is_cuda(device), "--device ", device, " is not known (cpu, cuda, cuda:N)");
+#ifdef DSINFER_HAS_CUDA
+  cuda::CudaOptions options;
+  if (device.size() > 5) {
+    std::string index = device.substr(5);
+    DSINFER_CHECK(!index.empty() && index.find_first_not_of("0123456789") == std::string::npos,
+                  "--device ", device, ": the GPU index must be a number");
+    options.device = std::stoi(index);
+  }
+  return cuda::make_cuda_backend(options);
+#else
+  throw Error(str_cat("--device ", device, ": this build has no CUDA backend (nvcc was not found when it was configured)"));
+#endif
+}
+
+}  // namespace dsinfer::backend

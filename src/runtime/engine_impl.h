@@ -1,0 +1,138 @@
+// The engine's inside, shared by engine.cc (lifecycle, inbox, loop, failures, finishing
+// requests) and engine_step.cc (one step: plan, run, collect). Nothing outside those two files
+// includes it; the rest of the code sees engine.h.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/forward_batch.h"
+#include "runtime/capacity.h"
+#include "runtime/engine.h"
+#include "runtime/micro_batch.h"
+#include "runtime/output_processor.h"
+#include "runtime/sequence.h"
+
+namespace dsinfer::runtime {
+namespace engine_internal {
+
+// A sequence as the engine keeps it: what the scheduler sees, plus what only the loop uses.
+struct EngineSequence : Sequence {
+  std::vector<int32_t> stop_ids;          // EOS (unless ignore_eos) and stop_token_ids
+  std::unique_ptr<RequestStream> stream;  // handed to the output thread with the last event
+};
+
+// The scheduler works on Sequence pointers; every one the engine gives it is an EngineSequence.
+inline EngineSequence& engine_sequence(Sequence& sequence) { return static_cast<EngineSequence&>(sequence); }
+
+inline double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// A step ready to run: the batch, and which sequences sample from which logits row.
+struct PreparedStep {
+  model::ForwardBatch batch;
+  std::vector<ScheduledWork> work;
+  std::vector<EngineSequence*> sampling;  // in logits-row order
+  backend::SamplingBatch sampling_rows;   // one row per entry of `sampling`, same order
+};
+
+// What the device's part of a step gives back.
+struct SampledTokens {
+  std::vector<int32_t> tokens;         // one per sampling row
+  std::vector<TokenLogprob> logprobs;  // per sampling row when any row asked for them, else empty
+};
+
+// A request the output thread ended (a stop string) while the engine still ran it.
+struct EndedRequest {
+  RequestId id;
+  FinishReason reason;
+  int64_t completion_tokens;
+};
+
+}  // namespace engine_internal
+
+struct Engine::Impl {
+  using EngineSequence = engine_internal::EngineSequence;
+  using PreparedStep = engine_internal::PreparedStep;
+  using SampledTokens = engine_internal::SampledTokens;
+  using EndedRequest = engine_internal::EndedRequest;
+
+  Impl(std::unique_ptr<StepExecutor> executor_in, const tokenizer::Tokenizer& tokenizer_in, EngineConfig config_in);
+  ~Impl();  // stops the loop (in-flight requests end as aborted), then delivers the last outputs
+
+  RequestId submit(std::vector<int32_t> prompt, RequestOptions options, StreamSink sink);
+  void loop();
+  void take_inbox();
+  EngineSequence* find_live(RequestId id);
+  bool step();
+  PreparedStep prepare();
+  SampledTokens run_step(PreparedStep& prepared);
+  void complete(PreparedStep& prepared, SampledTokens& sampled);
+
+  // A new event for the sequence's stream in this step's outputs (valid until the next emit), and
+  // the detail of the newest event.
+  OutputEvent& emit(EngineSequence& sequence);
+  OutputDetail& detail_of(OutputEvent& newest);
+  // Ends a request: `last` (its event of this step) hands its stream to the output thread; its
+  // pages go back; the metrics count it (`output_tokens`, when the output side decided the end).
+  void finish(EngineSequence& sequence, FinishReason reason, OutputEvent& last, int64_t output_tokens = -1);
+  void abort_sequence(EngineSequence& sequence) { finish(sequence, FinishReason::kAbort, emit(sequence)); }
+  void fail(EngineSequence& sequence, const std::string& message);
+  void fail_step(const PreparedStep& prepared, const std::string& what);
+  // The engine cannot go on: every request fails, new ones are refused, healthy() turns false.
+  void fail_engine(const std::string& message);
+  void flush_outputs() { output->push(outputs); }
+  void drop_finished();
+  void publish_stats();
+
+  std::unique_ptr<StepExecutor> executor;
+  const tokenizer::Tokenizer& tokenizer;
+  EngineConfig config;
+  int64_t max_model_len;
+  std::vector<int32_t> eos_ids;
+  PagePool pool;
+  std::unique_ptr<PrefixCache> prefix_cache;
+  CapacityScheduler capacity;
+  Metrics metrics;
+
+  // Shared with callers and the output thread.
+  std::mutex inbox_mutex;
+  std::condition_variable inbox_ready;
+  std::vector<std::unique_ptr<EngineSequence>> inbox;
+  std::vector<RequestId> abort_requests;
+  std::vector<EndedRequest> ended_requests;
+  bool stopping = false;
+  std::string fatal_error;  // set once, when the engine fails for good
+  std::atomic<bool> healthy{true};
+  std::atomic<RequestId> next_id{1};
+  std::mt19937_64 seed_source;  // guarded by inbox_mutex
+
+  mutable std::mutex stats_mutex;
+  EngineStats published;
+  double overhead_us_total = 0.0;
+  int64_t overhead_steps = 0;
+
+  // Engine thread only.
+  std::deque<std::unique_ptr<EngineSequence>> waiting;
+  std::vector<std::unique_ptr<EngineSequence>> running;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  double device_seconds = 0.0;  // this step's model call and sampling
+  OutputBatch outputs;  // this step's outputs, handed over at its end
+  std::vector<Sequence*> step_sequences;
+  std::vector<Candidate> step_candidates;
+
+  std::unique_ptr<OutputProcessor> output;
+  std::thread thread;
+};
+
+}  // namespace dsinfer::runtime
