@@ -1,5 +1,5 @@
-// Single-sequence generation speed on the CPU backend: prefill tokens/s and decode tokens/s of
-// `runtime::generate` (what `dsinfer generate` runs), greedy, stop tokens ignored.
+// Single-sequence generation speed: prefill tokens/s and decode tokens/s of one request through the
+// Engine (what `dsinfer generate` runs), greedy, stop tokens ignored.
 //
 //   build/bench/generate_bench --model tests/fixtures/models/v3-tiny [--prompt 64] [--new 128]
 //       [--threads N] [--anchor bench/results/hf_generate_v3-tiny.json] [--out FILE]
@@ -13,7 +13,9 @@
 #include "cli/flags.h"
 #include "core/file.h"
 #include "core/parallel.h"
-#include "runtime/generate.h"
+#include "backend/make_backend.h"
+#include "runtime/completion.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dsinfer::bench {
 namespace {
@@ -25,6 +27,7 @@ int run(int argc, char** argv) {
   flags.add_int("new", "new tokens", 128);
   flags.add_int("runs", "timed runs (the median is reported)", 5);
   flags.add_int("threads", "CPU threads (0: all)", 0);
+  flags.add_string("device", "DEVICE", "cpu, cuda or cuda:N", false, "cpu");
   flags.add_string("anchor", "FILE", "JSON from tools/bench_hf_generate.py to compare with");
   flags.add_string("out", "FILE", "result JSON (default bench/results/generate_<model>.json)");
   if (!flags.parse(argc - 1, argv + 1)) return 0;
@@ -32,19 +35,25 @@ int run(int argc, char** argv) {
   std::string dir = flags.get_string("model");
   std::string name = dir.substr(dir.find_last_of('/') + 1);
 
-  auto backend = backend::make_cpu_backend();
+  auto backend = backend::make_backend(flags.get_string("device"));
   auto model = model::DeepseekModel::load(dir, *backend);
+  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
   std::vector<int32_t> prompt;
   for (int64_t i = 0; i < flags.get_int("prompt"); ++i)
     prompt.push_back(static_cast<int32_t>(3 + (i * 7919) % (model->config().vocab_size - 3)));
-  runtime::GenerateOptions options;
-  options.max_new_tokens = flags.get_int("new");
-  runtime::generate(*model, prompt, options);  // warm-up
+  int64_t new_tokens = flags.get_int("new");
+  runtime::Engine engine(*model, tokenizer,
+                         runtime::offline_engine_config(1, static_cast<int64_t>(prompt.size()), new_tokens));
+  runtime::RequestOptions options;
+  options.max_tokens = new_tokens;
+  options.sampling.temperature = 0.0f;
+  options.ignore_eos = true;
+  runtime::complete_request(engine, prompt, options);  // warm-up
   std::vector<double> prefill, decode;
   for (int64_t run = 0; run < flags.get_int("runs"); ++run) {
-    runtime::GenerateResult result = runtime::generate(*model, prompt, options);
-    prefill.push_back(static_cast<double>(prompt.size()) / result.prefill_seconds);
-    decode.push_back(static_cast<double>(result.output_ids.size() - 1) / result.decode_seconds);
+    runtime::Completion result = runtime::complete_request(engine, prompt, options);
+    prefill.push_back(static_cast<double>(prompt.size()) / result.first_token_seconds);
+    decode.push_back(static_cast<double>(result.tokens.size() - 1) / result.decode_seconds);
   }
   auto median = [](std::vector<double> values) {
     std::sort(values.begin(), values.end());
@@ -55,12 +64,13 @@ int run(int argc, char** argv) {
               decode_rate, num_threads());
 
   Json result;
-  result["benchmark"] = "generate_cpu";
+  result["benchmark"] = flags.get_string("device") == "cpu" ? "generate_cpu" : "generate_gpu";
   Json config;
   config["model"] = dir;
   config["prompt_tokens"] = flags.get_int("prompt");
   config["new_tokens"] = flags.get_int("new");
   config["threads"] = num_threads();
+  config["device"] = flags.get_string("device");
   config["sampling"] = "greedy, batch 1";
   result["config"] = config;
   Json figures;

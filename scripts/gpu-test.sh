@@ -33,8 +33,8 @@ step() {  # step NAME COMMAND...: runs it, keeps its log, records a failure
 
 step conformance "$build/src/backend/cuda/cuda_conformance_test"
 step models env DSINFER_TEST_DEVICE=cuda "$build/src/model/model_test"
-step engine env DSINFER_TEST_DEVICE=cuda "$build/src/runtime/engine_test" --gtest_filter='*RealModel*'
-step server env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_test" --gtest_filter='*BundledModel*:*Reasoning*'
+step engine env DSINFER_TEST_DEVICE=cuda "$build/src/runtime/runtime_test" --gtest_filter='RealModel*'
+step server env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_test"
 if command -v compute-sanitizer >/dev/null; then
   step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$build/src/backend/cuda/cuda_conformance_test" --gtest_filter='*Small*'

@@ -1,4 +1,4 @@
-// dsinfer generate: prompt in, tokens out, on one sequence.
+// dsinfer generate: prompt in, tokens out, on one sequence, through the same Engine that serves.
 #include <cstdio>
 #include <string>
 
@@ -10,7 +10,9 @@
 #include "core/log.h"
 #include "core/npy.h"
 #include "core/strings.h"
-#include "runtime/generate.h"
+#include "backend/make_backend.h"
+#include "model/batch_builder.h"
+#include "runtime/completion.h"
 #include "tokenizer/chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,7 +31,7 @@ Flags generate_flags() {
   flags.add_double("top-p", "nucleus sampling: keep the most likely tokens up to this mass", 1.0);
   flags.add_int("top-k", "keep only the k most likely tokens; 0 keeps all", 0);
   flags.add_int("seed", "seed of the sampler", 0);
-  flags.add_string("device", "DEVICE", "where to run: cpu", false, "cpu");
+  flags.add_string("device", "DEVICE", "where to run: cpu, cuda or cuda:N", false, "cpu");
   flags.add_bool("json", "print {prompt_ids, output_ids, text, finish_reason} as JSON");
   flags.add_string("prompt-logits", "FILE.npy", "write the logits at every prompt position, float32 [prompt, vocab]");
   return flags;
@@ -54,11 +56,15 @@ std::vector<int32_t> prompt_ids(const Flags& flags, const tokenizer::Tokenizer& 
   return tokenizer.encode(chat_template.render(messages, /*add_generation_prompt=*/true), false);
 }
 
-std::vector<int32_t> stop_ids(const model::DeepseekModel& model, const tokenizer::Tokenizer& tokenizer) {
-  std::vector<int32_t> ids;
-  for (int64_t id : model.config().eos_token_ids) ids.push_back(static_cast<int32_t>(id));
-  if (auto eos = tokenizer.eos_id()) ids.push_back(*eos);
-  return ids;
+// The logits at every prompt position, from one forward pass on a cache of its own.
+Tensor prompt_logits(const model::DeepseekModel& model, const std::vector<int32_t>& prompt) {
+  auto pages = static_cast<int32_t>(prompt.size() / model::kPageSize + 1);
+  model::LatentCache cache = model.make_cache(pages);
+  std::vector<int32_t> page_ids(pages);
+  for (int32_t i = 0; i < pages; ++i) page_ids[i] = i;
+  model::BatchBuilder builder;
+  builder.add(prompt, 0, page_ids, model::LogitRows::kAll);
+  return model.forward(builder.build(), cache).logits;
 }
 
 }  // namespace
@@ -67,7 +73,7 @@ int run_generate(int argc, char** argv) {
   Flags flags = generate_flags();
   if (!flags.parse(argc, argv)) return 0;
   std::string device = flags.get_string("device");
-  DSINFER_CHECK(device == "cpu", "--device ", device, " is not available in this build (use cpu)");
+  DSINFER_CHECK(backend::backend_built(device), "--device ", device, " is not available in this build");
   std::string dir = flags.get_string("model");
   int64_t max_new_tokens = flags.get_int("max-new-tokens");
   DSINFER_CHECK(max_new_tokens >= 0, "--max-new-tokens must not be negative");
@@ -78,34 +84,35 @@ int run_generate(int argc, char** argv) {
 
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
   std::vector<int32_t> prompt = prompt_ids(flags, tokenizer, dir);
-  auto backend = backend::make_cpu_backend();
+  auto backend = backend::make_backend(device);
   auto model = model::DeepseekModel::load(dir, *backend);
+  if (flags.has("prompt-logits")) write_npy(flags.get_string("prompt-logits"), prompt_logits(*model, prompt));
 
-  runtime::GenerateOptions options;
-  options.max_new_tokens = max_new_tokens;
+  auto prompt_tokens = static_cast<int64_t>(prompt.size());
+  runtime::Engine engine(*model, tokenizer, runtime::offline_engine_config(1, prompt_tokens, max_new_tokens));
+  // The context bounds the output too, as when serving.
+  max_new_tokens = std::min(max_new_tokens, std::max<int64_t>(0, engine.max_model_len() - prompt_tokens));
+  runtime::RequestOptions options;
+  options.max_tokens = max_new_tokens;
   options.sampling.temperature = static_cast<float>(temperature);
   options.sampling.top_p = static_cast<float>(top_p);
   options.sampling.top_k = static_cast<int>(flags.get_int("top-k"));
-  options.seed = static_cast<uint64_t>(flags.get_int("seed"));
-  options.stop_token_ids = stop_ids(*model, tokenizer);
-  options.prompt_logits = flags.has("prompt-logits");
-  runtime::GenerateResult result = runtime::generate(*model, prompt, options);
-
-  if (options.prompt_logits) write_npy(flags.get_string("prompt-logits"), result.prompt_logits);
-  std::vector<int32_t> text_ids = result.output_ids;
-  if (result.finish_reason == "stop") text_ids.pop_back();  // the stop token is not part of the text
-  std::string text = tokenizer.decode(text_ids, /*skip_special_tokens=*/true);
-  double decode_rate = result.decode_seconds > 0 ? (result.output_ids.size() - 1) / result.decode_seconds : 0;
-  log_info("prompt ", prompt.size(), " tokens in ", result.prefill_seconds, " s; ", result.output_ids.size(),
+  options.sampling.seed = static_cast<uint64_t>(flags.get_int("seed"));
+  runtime::Completion result = runtime::complete_request(engine, prompt, options);
+  DSINFER_CHECK(result.finish_reason != runtime::FinishReason::kError, "generation failed: ", result.error);
+  std::string finish_reason = runtime::finish_reason_name(result.finish_reason);
+  const std::string& text = result.text;
+  double decode_rate = result.decode_seconds > 0 ? (result.tokens.size() - 1) / result.decode_seconds : 0;
+  log_info("prompt ", prompt.size(), " tokens in ", result.first_token_seconds, " s; ", result.tokens.size(),
            " new tokens, decode ", decode_rate, " tokens/s");
   if (flags.get_bool("json")) {
     Json out;
     out["prompt_ids"] = Json::array();
     for (int32_t id : prompt) out["prompt_ids"].push_back(id);
     out["output_ids"] = Json::array();
-    for (int32_t id : result.output_ids) out["output_ids"].push_back(id);
+    for (int32_t id : result.tokens) out["output_ids"].push_back(id);
     out["text"] = text;
-    out["finish_reason"] = result.finish_reason;
+    out["finish_reason"] = finish_reason;
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("%s\n", text.c_str());

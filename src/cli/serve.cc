@@ -15,6 +15,7 @@
 #include "backend/make_backend.h"
 #include "core/parallel.h"
 #include "runtime/engine.h"
+#include "runtime/memory_plan.h"
 #include "server/openai_server.h"
 
 namespace dsinfer::cli {
@@ -34,7 +35,9 @@ Flags serve_flags() {
   flags.add_int("max-num-batched-tokens", "tokens in a step at most", 2048);
   flags.add_int("max-model-len", "context length per request (default: the model's)");
   flags.add_int("num-kv-pages", "KV cache pages of 64 tokens (default: from --kv-cache-gb)");
-  flags.add_double("kv-cache-gb", "KV cache memory when --num-kv-pages is not given", 2.0);
+  flags.add_double("kv-cache-gb", "KV cache memory on the CPU when --num-kv-pages is not given", 2.0);
+  flags.add_double("gpu-memory-utilization", "fraction of the GPU's memory dsinfer may use (weights, activations, "
+                   "KV cache); the KV cache gets what the others leave", 0.9);
   flags.add_bool("no-enable-prefix-caching", "do not reuse the KV pages of earlier prompts");
   flags.add_string("reasoning-parser", "NAME", "deepseek-r1: <think>...</think> goes to reasoning_content");
   flags.add_int("max-body-mb", "request body limit in MiB (413 above)", 32);
@@ -122,6 +125,17 @@ int run_serve(int argc, char** argv) {
   config.seed = static_cast<uint64_t>(flags.get_int("seed"));
   DSINFER_CHECK(config.max_num_seqs > 0 && config.max_num_batched_tokens > 0,
                 "--max-num-seqs and --max-num-batched-tokens must be positive");
+  if (backend->device() != Device::kCpu && config.num_pages == 0) {
+    // The GPU's memory plan: a dry run of the largest steps, then pages from what is left.
+    runtime::MemoryPlanInputs inputs;
+    inputs.gpu_memory_utilization = flags.get_double("gpu-memory-utilization");
+    inputs.max_num_batched_tokens = config.max_num_batched_tokens;
+    inputs.max_num_seqs = config.max_num_seqs;
+    inputs.max_model_len = config.max_model_len;
+    runtime::MemoryPlan plan = runtime::plan_memory(*model, inputs);
+    std::printf("%s", plan.table().c_str());
+    config.num_pages = plan.pages;
+  }
   runtime::Engine engine(*model, tokenizer, config);
   server.attach({&engine, &tokenizer, chat_template.get()});
 

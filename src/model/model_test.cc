@@ -18,6 +18,7 @@
 #include "core/npy.h"
 #include "core/source_path.h"
 #include "backend/make_backend.h"
+#include "backend/test_device.h"
 #include "model/batch_builder.h"
 #include "model/deepseek_model.h"
 
@@ -26,10 +27,7 @@ namespace {
 
 std::string fixture_dir(const std::string& name) { return source_path("tests/fixtures/models/" + name); }
 
-std::string test_device() {
-  const char* device = std::getenv("DSINFER_TEST_DEVICE");
-  return device ? device : "cpu";
-}
+using backend::test_device;
 
 // Of the largest reference logit: float32 on the CPU, bf16 activations on the GPU.
 float logit_tolerance() { return test_device() == "cpu" ? 1e-3f : 2e-2f; }

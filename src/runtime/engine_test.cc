@@ -12,9 +12,11 @@
 #include <thread>
 #include <utility>
 
+#include "backend/make_backend.h"
+#include "backend/test_device.h"
 #include "core/source_path.h"
+#include "runtime/completion.h"
 #include "runtime/engine.h"
-#include "runtime/generate.h"
 #include "runtime/step_error.h"
 #include "runtime/testing_executor.h"
 
@@ -444,16 +446,17 @@ TEST_F(HashingEngine, ASlowOrThrowingSinkDoesNotHoldUpTheEngineLoop) {
 
 TEST(RealModelEngine, BatchedGreedyOutputEqualsOneAtATime) {
   std::string dir = fixture("v3-tiny");
-  auto backend = backend::make_cpu_backend();
+  auto backend = backend::make_backend(backend::test_device());
   auto model = model::DeepseekModel::load(dir, *backend);
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 8; ++i) prompts.push_back(prompt_of(3 + i * 11, i));
   std::vector<std::vector<int32_t>> alone;
   for (const auto& prompt : prompts) {
-    GenerateOptions options;
-    options.max_new_tokens = 12;
-    alone.push_back(generate(*model, prompt, options).output_ids);
+    Engine single(*model, tokenizer, offline_engine_config(1, static_cast<int64_t>(prompt.size()), 12));
+    RequestOptions options = greedy(12);
+    options.ignore_eos = true;
+    alone.push_back(complete_request(single, prompt, options).tokens);
   }
   EngineConfig config;
   config.max_num_batched_tokens = 40;  // forces chunked prefill next to decodes

@@ -11,6 +11,8 @@
 #include <thread>
 #include <tuple>
 
+#include "backend/make_backend.h"
+#include "backend/test_device.h"
 #include "core/json.h"
 #include "core/source_path.h"
 #include "core/strings.h"
@@ -40,7 +42,7 @@ class Served {
   explicit Served(runtime::EngineConfig config = {}, ServerOptions options = tiny_options(),
                   std::string dir = fixture_dir())
       : dir_(std::move(dir)),
-        backend_(backend::make_cpu_backend()),
+        backend_(backend::make_backend(backend::test_device())),
         model_(model::DeepseekModel::load(dir_, *backend_)),
         tokenizer_(tokenizer::Tokenizer::from_dir(dir_)),
         chat_template_(chat_template_of(dir_)),
