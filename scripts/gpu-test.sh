@@ -4,7 +4,8 @@
 #   1. the conformance harness: every CUDA op against the CPU op at real DeepSeek-V3 shapes, with
 #      the fast kernels and with the reference kernels;
 #   2. the fixture models (bf16, FP8, V2-Lite-like) on the GPU against Hugging Face's logits;
-#   3. the engine and the server end to end with --device cuda on the bundled model;
+#   3. the server end to end on the GPU (engine, sampling, streaming, failures) over the fixture
+#      and the bundled models;
 #   4. compute-sanitizer memcheck over the conformance harness.
 # Every step fails loudly without a GPU. Usage: scripts/gpu-test.sh [BUILD_DIR] (default: build);
 # logs go to $GPU_TEST_LOGS (default: BUILD_DIR/gpu-test-logs).
@@ -33,8 +34,11 @@ step() {  # step NAME COMMAND...: runs it, keeps its log, records a failure
 
 step conformance "$build/src/backend/cuda/cuda_conformance_test"
 step models env DSINFER_TEST_DEVICE=cuda "$build/src/model/model_test"
-step engine env DSINFER_TEST_DEVICE=cuda "$build/src/runtime/runtime_test" --gtest_filter='RealModel*'
-step server env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_test"
+# Bit-exact batch invariance (a batched request gives exactly its solo tokens) is a CPU property
+# (DESIGN.md, "The device step", item 7): on the GPU a near-tie may resolve differently with
+# another batch. Those tests run on the CPU in `make test` and are left out here.
+exact="*SixtyFourConcurrentStreamsEachMatchTheRequestRunAlone*:*PreemptionInATinyPoolStillGivesTheSameOutputs*"
+step server env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_test" --gtest_filter="-$exact"
 if command -v compute-sanitizer >/dev/null; then
   step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$build/src/backend/cuda/cuda_conformance_test" --gtest_filter='*Small*'

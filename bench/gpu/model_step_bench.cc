@@ -47,6 +47,7 @@
 #include "model/deepseek_model.h"
 
 #ifdef DSINFER_HAS_CUDA
+#include "backend/cuda/cuda_backend.h"
 #include "ceilings.h"  // bench/gpu/, next to this file
 #endif
 
@@ -314,6 +315,8 @@ int run(int argc, char** argv) {
   flags.add_int("prefill-runs", "timed prefill runs (the median is reported)", 3);
   flags.add_double("reserve-gib", "GPU memory kept free beyond the cache, for activations", 8.0);
   flags.add_int("threads", "CPU threads (0: all)", 0);
+  flags.add_int("fp8-gemv-max-rows", "GPU: FP8 linears with at most this many rows use the GEMV (default: the backend's)");
+  flags.add_int("moe-gemv-max-rows", "GPU: experts with at most this many rows use the GEMV (default: the backend's)");
   flags.add_string("out", "FILE", "result JSON (default bench/results/model_step_<config>_<device>.json)");
   if (!flags.parse(argc - 1, argv + 1)) return 0;
 
@@ -336,7 +339,19 @@ int run(int argc, char** argv) {
   if (flags.get_int("threads") > 0) set_num_threads(static_cast<int>(flags.get_int("threads")));
   const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
 
-  std::unique_ptr<backend::Backend> backend = backend::make_backend(device);
+  std::unique_ptr<backend::Backend> backend;
+#ifdef DSINFER_HAS_CUDA
+  if (device != "cpu") {
+    backend::make_backend(device).reset();  // checks the name and the GPU
+    backend::cuda::CudaOptions cuda_options;
+    cuda_options.device = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+    if (flags.has("fp8-gemv-max-rows")) cuda_options.fp8_gemv_max_rows = flags.get_int("fp8-gemv-max-rows");
+    if (flags.has("moe-gemv-max-rows"))
+      cuda_options.moe_gemv_max_rows = static_cast<int>(flags.get_int("moe-gemv-max-rows"));
+    backend = backend::cuda::make_cuda_backend(cuda_options);
+  }
+#endif
+  if (!backend) backend = backend::make_backend(device);
   const bool on_gpu = backend->device() == Device::kCuda;
   std::optional<Ceilings> ceilings;
   std::string device_name = on_gpu ? device : cpu_device();

@@ -141,7 +141,9 @@ TEST_P(ModelFixture, ExpandedAndAbsorbedAttentionGiveTheSameLogits) {
   LatentCache cache = model_->make_cache(8);
   Tensor expanded = prefill(c.prompt, cache, scrambled_pages(2, 0), AttentionMode::kExpanded).logits;
   Tensor absorbed = prefill(c.prompt, cache, scrambled_pages(2, 0), AttentionMode::kAbsorbed).logits;
-  EXPECT_LE(max_abs_diff(expanded, absorbed), logit_tolerance() / 10 * max_abs(expanded));
+  // Float32 on the CPU: the forms agree to rounding; bf16 on the GPU: within the logit tolerance.
+  float bound = test_device() == "cpu" ? 1e-4f : logit_tolerance();
+  EXPECT_LE(max_abs_diff(expanded, absorbed), bound * max_abs(expanded));
 }
 
 TEST_P(ModelFixture, BatchedAndChunkedPrefillGiveTheSameLogits) {

@@ -45,7 +45,7 @@ class CudaBackend final : public Backend, public CudaContext {
     allocator_ = std::make_shared<DeviceAllocator>();
     metadata_ = std::make_unique<StepMetadata>(allocator_, stream_);
     DSINFER_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
-    ops_ = make_cuda_ops(*this, options.reference_kernels);
+    ops_ = make_cuda_ops(*this, options);
   }
 
   ~CudaBackend() override {

@@ -19,6 +19,17 @@ struct CudaOptions {
   // The obviously-correct reference kernels instead of the fast ones (attention on CUDA cores,
   // every product through our own fallback GEMM): what the fast ones are tested against.
   bool reference_kernels = false;
+  // Kernel choices by size, measured on an H200 (bench/gpu/model_step_bench --fp8-gemv-max-rows,
+  // --moe-gemv-max-rows): FP8 linears with at most this many rows run our one-pass GEMV instead of
+  // quantizing activations for cuBLASLt; routed experts with at most this many rows run the GEMV
+  // kernels, more the tensor-core kernel.
+  // H200, DeepSeek-V3 widths, 4 layers at context 2048, step ms at batch 1 / 64 / 256:
+  //   FP8 GEMV never, expert GEMV up to 16 rows:  1.88 / 7.25 / 18.03
+  //   FP8 GEMV up to 16 rows, expert GEMV 16:     1.69 / 7.25 / 18.09
+  //   FP8 GEMV up to 16 rows, expert GEMV 4 / 1:  1.71 / 7.07 / 12.20  and  1.70 / 7.22 / 12.19
+  //   FP8 GEMV up to 4 rows, expert GEMV 2:       1.72 / 6.98 / 12.18
+  int64_t fp8_gemv_max_rows = 16;
+  int moe_gemv_max_rows = 2;
 };
 
 // What the device is and what it holds, for start-up reports and the memory plan.

@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/mla_decode.h"
@@ -35,8 +36,12 @@ GemmWeight gemm_weight(const LinearWeight& weight) {
 
 class Ops final : public CudaOps {
  public:
-  Ops(CudaContext& context, bool reference)
-      : context_(context), reference_(reference), gemm_(GemmOptions{0, reference}), sampler_(context) {}
+  Ops(CudaContext& context, const CudaOptions& options)
+      : context_(context),
+        reference_(options.reference_kernels),
+        moe_gemv_max_rows_(options.moe_gemv_max_rows),
+        gemm_(GemmOptions{options.fp8_gemv_max_rows, options.reference_kernels}),
+        sampler_(context) {}
 
   Tensor linear(const Tensor& x, const LinearWeight& weight, DType out_dtype) override {
     expect_bf16(x, "linear", "x", 2);
@@ -156,6 +161,7 @@ class Ops final : public CudaOps {
     shape.num_experts = experts.num_experts();
     shape.inter = down.data.dim(2);
     shape.hidden = x.dim(1);
+    shape.gemv_max_rows = moe_gemv_max_rows_;
     DSINFER_CHECK(gate_up.data.rank() == 3 && down.data.rank() == 3 && gate_up.data.dim(1) == 2 * shape.inter &&
                       gate_up.data.dim(2) == shape.hidden && down.data.dim(1) == shape.hidden &&
                       routing.expert_ids.dim(0) == shape.tokens,
@@ -181,14 +187,15 @@ class Ops final : public CudaOps {
  private:
   CudaContext& context_;
   bool reference_;
+  int moe_gemv_max_rows_;
   GemmRunner gemm_;
   SamplingOp sampler_;
 };
 
 }  // namespace
 
-std::unique_ptr<CudaOps> make_cuda_ops(CudaContext& context, bool reference) {
-  return std::make_unique<Ops>(context, reference);
+std::unique_ptr<CudaOps> make_cuda_ops(CudaContext& context, const CudaOptions& options) {
+  return std::make_unique<Ops>(context, options);
 }
 
 }  // namespace dsinfer::backend::cuda

@@ -36,7 +36,7 @@ class CudaOps {
   virtual SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) = 0;
 };
 
-// reference: the simple kernels (see CudaOptions::reference_kernels).
-std::unique_ptr<CudaOps> make_cuda_ops(CudaContext& context, bool reference);
+struct CudaOptions;
+std::unique_ptr<CudaOps> make_cuda_ops(CudaContext& context, const CudaOptions& options);
 
 }  // namespace dsinfer::backend::cuda

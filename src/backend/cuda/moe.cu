@@ -60,7 +60,6 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kMaxExperts = 1024;
 constexpr int64_t kMaxRows = int64_t{1} << 24;  // T * k: keeps every row and work-item count in int32
 constexpr int64_t kMaxWidth = int64_t{1} << 16;  // I, H (V3: 2048, 7168)
-constexpr int kGemvMaxRows = 16;  // experts with more rows go to the tensor-core kernel
 constexpr size_t kScratchAlign = 256;
 
 constexpr int kPlanThreads = 1024;
@@ -746,20 +745,20 @@ void launch_mma(const ProductArgs& p, int64_t max_items, cudaStream_t stream) {
 // token every expert has one row (unless the router repeated an id), so the one-row GEMV serves all.
 // rows = T * k bounds every expert's count.
 template <bool kGateUp>
-void grouped_product(ProductArgs p, bool fp8, bool gemv_vector, bool use_mma, int64_t tokens, int64_t rows,
-                     cudaStream_t stream) {
+void grouped_product(ProductArgs p, bool fp8, bool gemv_vector, bool use_mma, int mma_min_rows, int64_t tokens,
+                     int64_t rows, cudaStream_t stream) {
   const int64_t tiles = kGateUp ? p.outputs : ceil_div(p.outputs, 2);  // GEMV items per expert
-  const int gemv_max_rows = use_mma ? kGemvMaxRows : INT_MAX;
+  const int gemv_max_rows = use_mma ? mma_min_rows - 1 : INT_MAX;
   p.min_rows = 1;
   p.max_rows = tokens == 1 ? gemv_max_rows : 1;
   launch_gemv<kGateUp>(p, fp8, gemv_vector, false, std::min<int64_t>(p.num_experts, rows) * tiles, stream);
-  if (tokens > 1) {
+  if (tokens > 1 && gemv_max_rows >= 2) {
     p.min_rows = 2;
     p.max_rows = gemv_max_rows;
     launch_gemv<kGateUp>(p, fp8, gemv_vector, true, std::min<int64_t>(p.num_experts, rows / 2) * tiles, stream);
   }
   if (!use_mma) return;
-  p.min_rows = kGemvMaxRows + 1;
+  p.min_rows = mma_min_rows;
   p.max_rows = INT_MAX;
   const int64_t experts_served = std::min<int64_t>(p.num_experts, rows / p.min_rows);
   const int64_t mma_items = (rows / kTileM + experts_served) * ceil_div(p.outputs, kGateUp ? kTileN / 2 : kTileN);
@@ -803,7 +802,8 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
 
   const bool gate_up_fp8 = gate_up.format == WeightFormat::kFp8Block;
   const bool down_fp8 = down.format == WeightFormat::kFp8Block;
-  const bool use_mma = rows > kGemvMaxRows && H % 16 == 0 && I % 16 == 0 && aligned16(x) &&
+  const int mma_min_rows = std::max(shape.gemv_max_rows, 1) + 1;
+  const bool use_mma = rows >= mma_min_rows && H % 16 == 0 && I % 16 == 0 && aligned16(x) &&
                        aligned16(gate_up.data) && aligned16(down.data);
 
   // 2. gate_up: h [rows, I] = silu(gate) * up
@@ -823,7 +823,7 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
   args.output = hidden_rows;
   const int64_t gate_up_elems = gate_up_fp8 ? 16 : 8;
   grouped_product<true>(args, gate_up_fp8, H % gate_up_elems == 0 && aligned16(x) && aligned16(gate_up.data),
-                        use_mma, T, rows, stream);
+                        use_mma, mma_min_rows, T, rows, stream);
 
   // 3. down: y [rows, H]
   args.weight = down.data;
@@ -837,7 +837,8 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
   args.row_source = nullptr;
   args.output = expert_out;
   const int64_t down_elems = down_fp8 ? 16 : 8;
-  grouped_product<false>(args, down_fp8, I % down_elems == 0 && aligned16(down.data), use_mma, T, rows, stream);
+  grouped_product<false>(args, down_fp8, I % down_elems == 0 && aligned16(down.data), use_mma, mma_min_rows, T, rows,
+                         stream);
 
   // 4. combine
   const bool vector = H % 8 == 0 && aligned16(out);

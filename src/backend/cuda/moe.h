@@ -33,6 +33,9 @@ struct MoeShape {
   int64_t num_experts = 0;  // E, 1..1024 (256 for V3)
   int64_t inter = 0;        // I, moe_intermediate_size (2048 for V3)
   int64_t hidden = 0;       // H, hidden_size (7168 for V3)
+  // Kernel choice, not shape: experts with more rows than this go to the tensor-core kernel (when
+  // the shapes allow it), the others to the GEMV kernels.
+  int gemv_max_rows = 16;
 };
 
 // Bytes of device scratch moe_experts needs for shape (grows with shape.tokens): the per-expert row
