@@ -65,6 +65,7 @@ int run(int argc, char** argv) {
 
   Json result;
   result["benchmark"] = flags.get_string("device") == "cpu" ? "generate_cpu" : "generate_gpu";
+  if (flags.get_string("device") != "cpu") result["device"] = backend::describe_device(flags.get_string("device"));
   Json config;
   config["model"] = dir;
   config["prompt_tokens"] = flags.get_int("prompt");

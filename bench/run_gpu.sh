@@ -13,6 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 PORT=${PORT:-18124}
+# The commit the binaries were built from (a copied tree may carry stale git metadata).
+export DSINFER_COMMIT=${DSINFER_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z ' 'a-z-' | sed 's/nvidia-//; s/-.*//')
 results=bench/results
 trap '[[ -n "${server:-}" ]] && kill "$server" 2>/dev/null || true' EXIT

@@ -122,15 +122,29 @@ FP8_QUANTIZATION_CONFIG = {
     "activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
 
 
-def quantize_fp8_blocks(weights, block=128):
-    """The published FP8 format: F8_E4M3 weights with one float32 scale per 128x128 block.
+def quantized_in_fp8(name, tensor, published_layout):
+    """Whether the FP8 format stores this tensor as F8_E4M3 with block scales.
 
-    As in DeepSeek's checkpoints, the projections (*_proj.weight) are quantized; the embeddings,
-    heads, router weights, norms and biases stay as they are.
+    published_layout: as DeepSeek's FP8 checkpoints (src/io/tensor_specs.h): every projection
+    (*_proj.weight and kv_a_proj_with_mqa.weight) except the MTP module's eh_proj. Without it, the rule
+    the bundled model's FP8 twin was written with (tools/train_small_model.py, tools/make_fp8_twin.py
+    rebuild it byte for byte): every *_proj.weight, so eh_proj is FP8 and kv_a_proj_with_mqa is not."""
+    if tensor.dim() != 2 or any(s in name for s in FP8_SKIP):
+        return False
+    if not published_layout:
+        return name.endswith("_proj.weight")
+    return name.endswith(("_proj.weight", "kv_a_proj_with_mqa.weight")) and not name.endswith(".eh_proj.weight")
+
+
+def quantize_fp8_blocks(weights, block=128, published_layout=False):
+    """The FP8 block format: F8_E4M3 weights with one float32 scale per 128x128 block.
+
+    As in DeepSeek's checkpoints, the projections are quantized (which ones: quantized_in_fp8); the
+    embeddings, heads, router weights, norms and biases stay as they are.
     Returns (stored tensors, dequantized float32 weights that transformers runs on)."""
     stored, dequantized = {}, {}
     for name, tensor in weights.items():
-        if tensor.dim() != 2 or not name.endswith("_proj.weight") or any(s in name for s in FP8_SKIP):
+        if not quantized_in_fp8(name, tensor, published_layout):
             stored[name] = tensor
             dequantized[name] = tensor.float()
             continue
@@ -147,6 +161,23 @@ def quantize_fp8_blocks(weights, block=128):
         stored[name.replace(".weight", ".weight_scale_inv")] = scale.float().contiguous()
         dequantized[name] = back.contiguous()
     return stored, dequantized
+
+
+def dequantize_fp8_blocks(stored, block=128):
+    """The float32 weights of a checkpoint in the FP8 block format (the weight_scale_inv tensors are
+    consumed); equal to what quantize_fp8_blocks returns as dequantized. Other checkpoints: float32."""
+    weights = {}
+    for name, tensor in stored.items():
+        if name.endswith(".weight_scale_inv"):
+            continue
+        scale = stored.get(name + "_scale_inv") if name.endswith(".weight") else None
+        if scale is None:
+            weights[name] = tensor.float()
+            continue
+        rows, cols = tensor.shape
+        scale = scale.float().repeat_interleave(block, 0).repeat_interleave(block, 1)[:rows, :cols]
+        weights[name] = tensor.float() * scale
+    return weights
 
 
 # ---------------------------------------------------------------------------------------------------

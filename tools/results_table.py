@@ -18,11 +18,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 # The figures worth a row, for benchmarks that report many; the JSON files keep them all.
 HEADLINES = {
+    "model_step": ["decode_ms_b1", "decode_ms_b64", "decode_ms_b256", "decode_ms_b32", "ratio_b1", "ratio_b64",
+                   "ratio_b256", "ratio_b32", "tokens_per_s_b1", "tokens_per_s_b32", "speedup_vs_hf_b1",
+                   "speedup_vs_hf_b32", "prefill_tokens_per_s"],
+    "generate_gpu": ["prefill_tokens_per_s", "decode_tokens_per_s"],
     "serve": ["output_throughput", "qpm", "median_ttft_ms", "median_tpot_ms", "p90_tpot_ms", "max_qpm",
               "max_qpm_p90_tpot_ms"],
     "http_connections": ["concurrent_streams_held", "server_kib_per_stream"],
 }
 CONFIG_KEYS = {
+    "model_step": ["config", "num_layers", "weights", "context", "prefill"],
     "serve": ["model", "input_len", "output_len", "num_prompts", "max_concurrency", "request_rate", "slo_tpot_ms"],
 }
 

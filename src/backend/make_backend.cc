@@ -1,5 +1,7 @@
 #include "backend/make_backend.h"
 
+#include <cstdio>
+
 #include "core/error.h"
 
 #ifdef DSINFER_HAS_CUDA
@@ -19,6 +21,20 @@ bool backend_built(const std::string& device) {
   return is_cuda(device);
 #else
   return false;
+#endif
+}
+
+std::string describe_device(const std::string& device) {
+  if (!is_cuda(device)) return "";
+#ifdef DSINFER_HAS_CUDA
+  int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+  cuda::CudaDeviceInfo info = cuda::device_info(index);
+  char text[160];
+  std::snprintf(text, sizeof(text), "cuda: %s (%d SMs, %.1f GiB)", info.name.c_str(), info.multiprocessors,
+                static_cast<double>(info.total_bytes) / (1 << 30));
+  return text;
+#else
+  return "";
 #endif
 }
 

@@ -13,5 +13,8 @@ namespace dsinfer::backend {
 std::unique_ptr<Backend> make_backend(const std::string& device);
 // Whether this build can make the backend at all (not whether a GPU is present).
 bool backend_built(const std::string& device);
+// The GPU behind "cuda[:N]" for result files and logs ("cuda: NVIDIA H200 (132 SMs, 139.8 GiB)");
+// empty for "cpu".
+std::string describe_device(const std::string& device);
 
 }  // namespace dsinfer::backend

@@ -32,6 +32,7 @@ Flags generate_flags() {
   flags.add_int("top-k", "keep only the k most likely tokens; 0 keeps all", 0);
   flags.add_int("seed", "seed of the sampler", 0);
   flags.add_string("device", "DEVICE", "where to run: cpu, cuda or cuda:N", false, "cpu");
+  add_model_flags(flags);
   flags.add_bool("json", "print {prompt_ids, output_ids, text, finish_reason} as JSON");
   flags.add_string("prompt-logits", "FILE.npy", "write the logits at every prompt position, float32 [prompt, vocab]");
   return flags;
@@ -85,7 +86,7 @@ int run_generate(int argc, char** argv) {
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
   std::vector<int32_t> prompt = prompt_ids(flags, tokenizer, dir);
   auto backend = backend::make_backend(device);
-  auto model = model::DeepseekModel::load(dir, *backend);
+  auto model = model::DeepseekModel::load(dir, *backend, model_options(flags));
   if (flags.has("prompt-logits")) write_npy(flags.get_string("prompt-logits"), prompt_logits(*model, prompt));
 
   auto prompt_tokens = static_cast<int64_t>(prompt.size());

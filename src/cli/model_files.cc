@@ -17,4 +17,24 @@ chat::ChatTemplate load_chat_template(const std::string& dir) {
   return chat::ChatTemplate::from_tokenizer_config(config, path);
 }
 
+void add_model_flags(Flags& flags) {
+  flags.add_string("load-format", "FORMAT",
+                   "auto: the checkpoint in --model; dummy: random weights of the config's real shapes, made on the "
+                   "device (benchmarks; the directory then needs only config.json and the tokenizer files)",
+                   false, "auto");
+  flags.add_int("num-layers", "keep only the first N decoder layers (the real widths of a model too big for the GPU)");
+}
+
+model::ModelOptions model_options(const Flags& flags) {
+  model::ModelOptions options;
+  std::string format = flags.get_string("load-format");
+  DSINFER_CHECK(format == "auto" || format == "dummy", "--load-format ", format, " is not known (auto, dummy)");
+  if (format == "dummy") options.load_format = model::LoadFormat::kDummy;
+  if (flags.has("num-layers")) {
+    DSINFER_CHECK(flags.get_int("num-layers") >= 1, "--num-layers must be at least 1");
+    options.num_layers = flags.get_int("num-layers");
+  }
+  return options;
+}
+
 }  // namespace dsinfer::cli

@@ -3,11 +3,17 @@
 
 #include <string>
 
+#include "cli/flags.h"
+#include "model/deepseek_model.h"
 #include "tokenizer/chat/chat_template.h"
 
 namespace dsinfer::cli {
 
 // DIR/tokenizer_config.json's chat template. Throws dsinfer::Error naming the file.
 chat::ChatTemplate load_chat_template(const std::string& dir);
+
+// --load-format (auto | dummy) and --num-layers, shared by the verbs that load a model.
+void add_model_flags(Flags& flags);
+model::ModelOptions model_options(const Flags& flags);
 
 }  // namespace dsinfer::cli

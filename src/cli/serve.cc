@@ -27,6 +27,7 @@ Flags serve_flags() {
               "/v1/models, /health, /metrics, /tokenize, /detokenize).");
   flags.add_string("model", "DIR", "checkpoint directory (config.json, *.safetensors, tokenizer files)", true);
   flags.add_string("device", "DEVICE", "where to run: cpu, cuda or cuda:N", false, "cpu");
+  add_model_flags(flags);
   flags.add_string("host", "ADDR", "address to listen on", false, "127.0.0.1");
   flags.add_int("port", "port to listen on (0: any free port)", 8000);
   flags.add_string("served-model-name", "NAME", "the model's name in the API (default: the --model path)");
@@ -113,7 +114,7 @@ int run_serve(int argc, char** argv) {
     }
   }
   auto backend = backend::make_backend(device);
-  auto model = model::DeepseekModel::load(dir, *backend);
+  auto model = model::DeepseekModel::load(dir, *backend, model_options(flags));
 
   runtime::EngineConfig config;
   config.max_num_seqs = flags.get_int("max-num-seqs");
