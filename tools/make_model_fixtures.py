@@ -3,7 +3,7 @@
 
 Runs where PyTorch and transformers are installed (the device machine: torch 2.11, transformers
 5.17, tokenizers 0.23.2); no GPU and no network are needed, the models are tiny and run in float32
-on the CPU (well under a minute). Nothing is read from outside the repository.
+on the CPU. Nothing is read from outside the repository.
 
 For each fixture model it writes, under tests/fixtures/models/NAME/:
   config.json             in the published DeepSeek layout (rope_theta + rope_scaling, scoring_func...)
@@ -36,12 +36,13 @@ runs always has two experts (or groups) within ~1e-3 of each other, and bf16 act
 another expert and move the logits by several units. So the routers read only a routing code:
 ROUTING_CODE_DIMS hidden dimensions that no layer writes (their rows of every o_proj and down_proj
 are zero, and the MTP eh_proj copies them from the normalized embedding), so at every MoE gate they
-hold the token's embedding code divided by the residual stream's rms. Each token's code is drawn
-until its routing in every MoE layer (MTP included) keeps a margin of ROUTING_CODE_MARGIN for any
-residual rms in RESIDUAL_RMS_RANGE; routing thus depends on the token (main layers: the current one,
-the MTP layer: the next one), and is clear in any context. Then HF's own routing is measured with
-hooks on every MoE layer over every prompt with its greedy continuation (and the MTP module over the
-same tokens), and must keep MIN_ROUTING_MARGIN (see routing_margins); if not, the weights are redrawn.
+hold the token's embedding code, scaled by norm weights and divided by the residual stream's rms.
+Each token's code is drawn until its routing in every MoE layer (MTP included) keeps a margin of
+ROUTING_CODE_MARGIN for any residual rms in RESIDUAL_RMS_RANGE; routing thus depends on the token
+(main layers: the current one, the MTP layer: the next one), and is clear in any context. Then HF's
+own routing is measured with hooks on every MoE layer over every prompt with its greedy continuation
+(and the MTP module over the same tokens), and must keep MIN_ROUTING_MARGIN (see routing_margins);
+if not, the weights are redrawn.
 
 Usage: python3 tools/make_model_fixtures.py [--out tests/fixtures/models]
        python3 tools/make_model_fixtures.py --check-only   # the fixtures on disk: HF logits, margins
@@ -150,7 +151,7 @@ FIXTURES = ("v3-tiny", "v3-tiny-fp8", "v2-lite-tiny")
 ROUTING_CODE_DIMS = 8                # hidden dimensions carrying the routing code
 ROUTING_CODE_STD = 2.0               # of the code values drawn into the embedding
 ROUTER_GAIN = 2.0                    # router logits ~ gain * code / residual rms
-RESIDUAL_RMS_RANGE = (0.6, 5.0)      # residual rms at any MoE gate, assumed by the code search (~1.1-2.5 seen)
+RESIDUAL_RMS_RANGE = (0.6, 5.0)      # residual rms at any MoE gate, assumed (a numpy emulation: 0.9-2.4)
 ROUTING_CODE_MARGIN = 2e-2           # what the code search asks for, on a grid over that range
 MIN_ROUTING_MARGIN = 1e-2            # what HF's routing must keep on every token of every fixture
 ROUTING_ATTEMPTS = 4                 # weight seeds tried before giving up
@@ -388,7 +389,8 @@ def choose_routing_codes(config, w, dims, standard_normal):
     for token in range(embedding.shape[0]):
         for _ in range(200):
             candidates = bf16_round(standard_normal((batch, len(dims))) * ROUTING_CODE_STD)   # [batch, dims]
-            embedding_rms = np.sqrt((rest_square[token] + (candidates.astype(np.float64) ** 2).sum(axis=1)) / hidden + eps)
+            square = rest_square[token] + (candidates.astype(np.float64) ** 2).sum(axis=1)
+            embedding_rms = np.sqrt(square / hidden + eps)                                      # [batch]
             clear = np.ones(batch, dtype=bool)
             for readout, bias, enorm in gates:
                 code = candidates if enorm is None else enorm * candidates / embedding_rms[:, None]
@@ -452,7 +454,7 @@ def routing_report(model, mtp, config, sequences):
     rms = {name: [] for name, _ in layers}
 
     def first_input(args, kwargs):
-        return (args[0] if args else kwargs["hidden_states"]).float()
+        return (args[0] if args else kwargs["hidden_states"]).detach().float()
 
     def on_norm(name):
         def hook(module, args, kwargs):
@@ -463,10 +465,10 @@ def routing_report(model, mtp, config, sequences):
     def on_moe(name):
         def hook(module, args, kwargs):
             x = first_input(args, kwargs)
-            logits = torch.nn.functional.linear(x.reshape(-1, x.shape[-1]), module.gate.weight.float())
+            logits = torch.nn.functional.linear(x.reshape(-1, x.shape[-1]), module.gate.weight.detach().float())
             bias = getattr(module.gate, "e_score_correction_bias", None)
             margins[name].append(routing_margins(logits.numpy(), config,
-                                                 None if bias is None else bias.float().numpy()))
+                                                 None if bias is None else bias.detach().float().numpy()))
         return hook
 
     handles = []

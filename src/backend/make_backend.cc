@@ -1,6 +1,7 @@
 #include "backend/make_backend.h"
 
 #include <cstdio>
+#include <limits>
 
 #include "core/error.h"
 
@@ -38,7 +39,7 @@ std::string describe_device(const std::string& device) {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
+std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOptions& backend_options) {
   if (device == "cpu") return make_cpu_backend();
   DSINFER_CHECK(is_cuda(device), "--device ", device, " is not known (cpu, cuda, cuda:N)");
 #ifdef DSINFER_HAS_CUDA
@@ -49,6 +50,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device) {
                   "--device ", device, ": the GPU index must be a number");
     options.device = std::stoi(index);
   }
+  if (backend_options.fp8_bf16_activations) options.fp8_gemv_max_rows = std::numeric_limits<int64_t>::max();
   return cuda::make_cuda_backend(options);
 #else
   throw Error(str_cat("--device ", device, ": this build has no CUDA backend (nvcc was not found when it was configured)"));
