@@ -22,6 +22,7 @@
 #include <initializer_list>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
 namespace {
@@ -29,44 +30,8 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int kBlockThreads = 256;
-constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxFlatBlocks = 65535;
 constexpr int kChunk = 8;  // elements per vector unit: 8 bf16 = 16 bytes
-
-// 8 bf16 values as one 16-byte access.
-struct alignas(16) Bf16x8 {
-  __nv_bfloat162 pair[4];
-};
-
-__device__ __forceinline__ void unpack(const Bf16x8& in, float (&out)[kChunk]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 two = __bfloat1622float2(in.pair[i]);
-    out[2 * i] = two.x;
-    out[2 * i + 1] = two.y;
-  }
-}
-
-__device__ __forceinline__ Bf16x8 pack(const float (&in)[kChunk]) {
-  Bf16x8 out;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) out.pair[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
-  return out;
-}
-
-__device__ __forceinline__ void load_f32x8(const float* p, float (&out)[kChunk]) {
-  float4 low = reinterpret_cast<const float4*>(p)[0];
-  float4 high = reinterpret_cast<const float4*>(p)[1];
-  out[0] = low.x, out[1] = low.y, out[2] = low.z, out[3] = low.w;
-  out[4] = high.x, out[5] = high.y, out[6] = high.z, out[7] = high.w;
-}
-
-__device__ __forceinline__ void store_f32x8(float* p, const float (&in)[kChunk]) {
-  reinterpret_cast<float4*>(p)[0] = make_float4(in[0], in[1], in[2], in[3]);
-  reinterpret_cast<float4*>(p)[1] = make_float4(in[4], in[5], in[6], in[7]);
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The widest power-of-two access (at most 16 bytes) that divides every address and byte offset given.
 int widest_access(std::initializer_list<uint64_t> values) {
@@ -77,36 +42,27 @@ int widest_access(std::initializer_list<uint64_t> values) {
   return 1;
 }
 
-struct RowGrid {
-  dim3 grid;
-  dim3 block;
-};
-
-// See the launch configuration at the top of the file.
-RowGrid row_grid(int64_t rows, int64_t units) {
-  int tx = 1;
-  while (tx < units && tx < kBlockThreads) tx *= 2;
-  int ty = kBlockThreads / tx;
-  int64_t blocks_x = (units + tx - 1) / tx;
-  int64_t blocks_y = std::min((rows + ty - 1) / ty, kMaxGridY);
-  DSINFER_CHECK(blocks_x <= INT32_MAX, "CUDA row kernel: ", units, " units per row is too many");
-  return {dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y)), dim3(tx, ty)};
-}
-
 unsigned flat_blocks(int64_t n) {
   int64_t chunks = (n + kChunk - 1) / kChunk;
   return static_cast<unsigned>(std::min((chunks + kBlockThreads - 1) / kBlockThreads, kMaxFlatBlocks));
 }
 
-// The loop every row kernel shares: body(unit, row) for each unit < units of each row < rows this
-// thread owns (its unit along blockIdx.x/threadIdx.x, its rows along blockIdx.y/threadIdx.y).
-template <typename Body>
-__device__ __forceinline__ void for_each_row_unit(int64_t units, int64_t rows, Body body) {
-  const int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (unit >= units) return;
-  const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
-  for (int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; row < rows; row += row_step)
-    body(unit, row);
+// The loop every flat kernel shares: chunk c covers elements [8c, 8c + 8) of [0, n), one chunk per
+// thread, grid-stride. A whole chunk takes vector(c, begin) when kVector; the rest, element by
+// element, scalar(i).
+template <bool kVector, typename Vector, typename Scalar>
+__device__ __forceinline__ void for_each_chunk(int64_t n, Vector vector, Scalar scalar) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += step) {
+    const int64_t begin = c * kChunk;
+    if (kVector && begin + kChunk <= n) {
+      vector(c, begin);
+    } else {
+      const int64_t end = begin + kChunk < n ? begin + kChunk : n;
+      for (int64_t i = begin; i < end; ++i) scalar(i);
+    }
+  }
 }
 
 // ---- embedding ----
@@ -129,7 +85,7 @@ __global__ void embedding_kernel(const Table* __restrict__ table, const int32_t*
     } else {
       float values[kChunk];
       load_f32x8(source + unit * kChunk, values);
-      reinterpret_cast<Bf16x8*>(target)[unit] = pack(values);
+      reinterpret_cast<Bf16x8*>(target)[unit] = pack_bf16x8(values);
     }
   };
   for_each_row_unit(units, tokens, body);
@@ -152,17 +108,18 @@ void launch_embedding(const Table* table, const int32_t* ids, bf16* out, int64_t
 
 template <bool kVector>
 __global__ void add_kernel(bf16* x, const bf16* y, int64_t n) {
+  // Not through for_each_chunk: that form compiles the scalar (kVector = false) loop differently.
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += step) {
     const int64_t begin = c * kChunk;
     if (kVector && begin + kChunk <= n) {
       float a[kChunk], b[kChunk];
-      unpack(reinterpret_cast<const Bf16x8*>(x)[c], a);
-      unpack(reinterpret_cast<const Bf16x8*>(y)[c], b);
+      unpack_bf16x8(reinterpret_cast<const Bf16x8*>(x)[c], a);
+      unpack_bf16x8(reinterpret_cast<const Bf16x8*>(y)[c], b);
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) a[i] += b[i];
-      reinterpret_cast<Bf16x8*>(x)[c] = pack(a);
+      reinterpret_cast<Bf16x8*>(x)[c] = pack_bf16x8(a);
     } else {
       const int64_t end = begin + kChunk < n ? begin + kChunk : n;
       for (int64_t i = begin; i < end; ++i) x[i] = __float2bfloat16(__bfloat162float(x[i]) + __bfloat162float(y[i]));
@@ -183,11 +140,11 @@ __global__ void silu_mul_kernel(const bf16* __restrict__ x, bf16* __restrict__ o
     bf16* target = out + t * inter;
     if constexpr (kVector) {
       float g[kChunk], u[kChunk];
-      unpack(reinterpret_cast<const Bf16x8*>(gate)[unit], g);
-      unpack(reinterpret_cast<const Bf16x8*>(up)[unit], u);
+      unpack_bf16x8(reinterpret_cast<const Bf16x8*>(gate)[unit], g);
+      unpack_bf16x8(reinterpret_cast<const Bf16x8*>(up)[unit], u);
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) g[i] = silu_times(g[i], u[i]);
-      reinterpret_cast<Bf16x8*>(target)[unit] = pack(g);
+      reinterpret_cast<Bf16x8*>(target)[unit] = pack_bf16x8(g);
     } else {
       target[unit] = __float2bfloat16(silu_times(__bfloat162float(gate[unit]), __bfloat162float(up[unit])));
     }
@@ -226,36 +183,22 @@ void launch_copy_rows(const char* src, int64_t src_stride_bytes, const int32_t* 
 
 template <bool kVector>
 __global__ void f32_to_bf16_kernel(const float* __restrict__ in, bf16* __restrict__ out, int64_t n) {
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += step) {
-    const int64_t begin = c * kChunk;
-    if (kVector && begin + kChunk <= n) {
-      float values[kChunk];
-      load_f32x8(in + begin, values);
-      reinterpret_cast<Bf16x8*>(out)[c] = pack(values);
-    } else {
-      const int64_t end = begin + kChunk < n ? begin + kChunk : n;
-      for (int64_t i = begin; i < end; ++i) out[i] = __float2bfloat16(in[i]);
-    }
-  }
+  auto vector = [&](int64_t c, int64_t begin) {
+    float values[kChunk];
+    load_f32x8(in + begin, values);
+    reinterpret_cast<Bf16x8*>(out)[c] = pack_bf16x8(values);
+  };
+  for_each_chunk<kVector>(n, vector, [&](int64_t i) { out[i] = __float2bfloat16(in[i]); });
 }
 
 template <bool kVector>
 __global__ void bf16_to_f32_kernel(const bf16* __restrict__ in, float* __restrict__ out, int64_t n) {
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += step) {
-    const int64_t begin = c * kChunk;
-    if (kVector && begin + kChunk <= n) {
-      float values[kChunk];
-      unpack(reinterpret_cast<const Bf16x8*>(in)[c], values);
-      store_f32x8(out + begin, values);
-    } else {
-      const int64_t end = begin + kChunk < n ? begin + kChunk : n;
-      for (int64_t i = begin; i < end; ++i) out[i] = __bfloat162float(in[i]);
-    }
-  }
+  auto vector = [&](int64_t c, int64_t begin) {
+    float values[kChunk];
+    unpack_bf16x8(reinterpret_cast<const Bf16x8*>(in)[c], values);
+    store_f32x8(out + begin, values);
+  };
+  for_each_chunk<kVector>(n, vector, [&](int64_t i) { out[i] = __bfloat162float(in[i]); });
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
 namespace {
@@ -50,10 +51,6 @@ bool aligned(const void* p, int64_t bytes) { return reinterpret_cast<uintptr_t>(
 
 struct alignas(8) Bf16x4 {
   __nv_bfloat162 pair[2];
-};
-
-struct alignas(16) Bf16x8 {
-  __nv_bfloat162 pair[4];
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -121,12 +118,7 @@ __device__ __forceinline__ void load_weights<fp8, 1>(const fp8* p, float (&out)[
 
 template <>
 __device__ __forceinline__ void load_weights<bf16, 8>(const bf16* p, float (&out)[8]) {
-  Bf16x8 in = *reinterpret_cast<const Bf16x8*>(p);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 two = __bfloat1622float2(in.pair[i]);
-    out[2 * i] = two.x, out[2 * i + 1] = two.y;
-  }
+  load_bf16<8>(p, out);
 }
 
 template <>

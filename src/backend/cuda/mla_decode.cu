@@ -30,6 +30,8 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma.cuh"
+#include "backend/cuda/vector.cuh"
 #include "core/error.h"
 
 namespace dsinfer::backend::cuda {
@@ -141,20 +143,12 @@ __global__ void __launch_bounds__(kSimpleWarps * 32) mla_decode_simple_kernel(Pa
       key[k] = __bfloat1622float2(row[lane + 32 * k]);
       dot = fmaf(q[k].x, key[k].x, fmaf(q[k].y, key[k].y, dot));
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-    const float score = dot * p.scale_log2;
-    // The first row of the chunk makes the max finite; exp2f(-inf) = 0 rescales the empty start.
-    const float new_max = fmaxf(running_max, score);
-    const float correction = exp2f(running_max - new_max);
-    const float weight = exp2f(score - new_max);
-    running_sum = running_sum * correction + weight;
+    const auto [correction, weight] = online_softmax_step(dot, p.scale_log2, running_max, running_sum);
 #pragma unroll
     for (int k = 0; k < kSimpleOutPairs; ++k) {
       acc[k].x = fmaf(weight, key[k].x, acc[k].x * correction);
       acc[k].y = fmaf(weight, key[k].y, acc[k].y * correction);
     }
-    running_max = new_max;
   }
 
   const size_t out_row = static_cast<size_t>(t) * p.heads + head;
@@ -171,69 +165,6 @@ __global__ void __launch_bounds__(kSimpleWarps * 32) mla_decode_simple_kernel(Pa
     for (int k = 0; k < kSimpleOutPairs; ++k) out[lane + 32 * k] = acc[k];
     if (lane == 0) p.partial_stats[index] = make_float2(running_max, running_sum);
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Warp-level tensor-core primitives (sm_80+ PTX, valid on sm_90a).
-//
-// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, with g = lane / 4, c = lane % 4:
-//   A (16 x 16, row-major), 4 x b32, each two bf16 with the lower column in the low half:
-//     a0 = A[g][2c, 2c+1]   a1 = A[g+8][2c, 2c+1]   a2 = A[g][2c+8, 2c+9]   a3 = A[g+8][2c+8, 2c+9]
-//   B (16 x 8, "col": k-pairs packed), 2 x b32:
-//     b0 = B[2c, 2c+1][g]   b1 = B[2c+8, 2c+9][g]
-//   C/D (16 x 8 f32): d0, d1 = C[g][2c, 2c+1]   d2, d3 = C[g+8][2c, 2c+1]
-// ldmatrix.m8n8.x4 (.x2): lanes 8i..8i+7 give the row addresses of matrix i (16 B each); register i
-// receives matrix i's [lane / 4][2 (lane % 4), +1]. With .trans it receives [2 (lane % 4), +1][lane / 4].
-// So: A from a row-major [m][k] tile: row = m0 + (lane & 15), col = k0 + (lane >> 4) * 8 (x4).
-//     B from a [n][k] tile (keys as rows, QK^T): row = n0 + (lane & 7), col = k0 + ((lane >> 3) & 1) * 8 (x2).
-//     B from a [k][n] tile (values as rows, PV) with .trans, two n-tiles at once (x4):
-//       row = k0 + (lane & 7) + ((lane >> 3) & 1) * 8, col = n0 + (lane >> 4) * 8
-//       -> regs {0, 1} = (b0, b1) of n-tile n0, regs {2, 3} = (b0, b1) of n-tile n0 + 8.
-// The C fragment of two adjacent n-tiles of S is exactly the A fragment of one k-step of P.
-
-__device__ __forceinline__ uint32_t smem_address(const void* pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* pointer) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(pointer)));
-}
-
-__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const bf16* pointer) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(smem_address(pointer)));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* pointer) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(pointer)));
-}
-
-// d += a * b
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// 16 bytes global -> shared, asynchronously; zero-fills instead of reading when !valid (the source
-// must still be a mapped address).
-__device__ __forceinline__ void cp_async_16(void* shared, const void* global, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(shared)), "l"(global),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-__device__ __forceinline__ uint32_t pack_bf16(float low, float high) {
-  __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-  return *reinterpret_cast<uint32_t*>(&pair);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -542,20 +473,12 @@ __global__ void __launch_bounds__(kGenericWarps * 32) mla_decode_generic_kernel(
       const int d = lane + 32 * i;
       if (d < p.width) dot = fmaf(q[i], __bfloat162float(row[d]), dot);
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-    const float score = dot * p.scale_log2;
-    // The first row makes the max finite; exp2f(-inf) = 0 then clears the empty start.
-    const float new_max = fmaxf(running_max, score);
-    const float correction = exp2f(running_max - new_max);
-    const float weight = exp2f(score - new_max);
-    running_sum = running_sum * correction + weight;
+    const auto [correction, weight] = online_softmax_step(dot, p.scale_log2, running_max, running_sum);
 #pragma unroll
     for (int i = 0; i < kGenericDimsPerLane; ++i) {
       const int d = lane + 32 * i;
       if (d < p.latent_dim) acc[i] = fmaf(weight, __bfloat162float(row[d]), acc[i] * correction);
     }
-    running_max = new_max;
   }
 
   const float inverse = running_sum > 0.f ? 1.f / running_sum : 0.f;  // no visible row: zeros
@@ -600,8 +523,6 @@ void launch_tc(const Params& p, int tokens, cudaStream_t stream) {
   kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
   DSINFER_CUDA_CHECK_LAUNCH();
 }
-
-bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
 // Widths other than DeepSeek's (args already checked for tokens and null pointers).
 void mla_decode_generic(const MlaDecodeArgs& args, cudaStream_t stream) {

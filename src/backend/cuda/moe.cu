@@ -50,6 +50,8 @@
 #include <climits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma.cuh"
+#include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
 namespace {
@@ -117,11 +119,6 @@ __device__ __forceinline__ float2 fp8x2_to_float2(uint32_t two) {  // low byte -
 
 __device__ __forceinline__ float bf16_low(uint32_t two) { return __uint_as_float(two << 16); }
 __device__ __forceinline__ float bf16_high(uint32_t two) { return __uint_as_float(two & 0xffff0000u); }
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(low, high);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
 
 __device__ __forceinline__ float silu_times(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
 
@@ -423,23 +420,6 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm(kRowTile)) ex
 
 // ---- 2, 3. grouped tensor-core GEMM (many rows per expert) ----
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* smem) {
-  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-
-// d += a (16 x 16, row major) * b (16 x 8, column major), bf16 in, f32 accumulate.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Warp (wm, wn) computes tile rows [32 wm, 32 wm + 32) x tile columns [32 wn, +32) and [64 + 32 wn, +32):
 // n8 tile j < 4 at 32 wn + 8 j, j >= 4 at 64 + 32 wn + 8 (j - 4). For gate_up, columns c and 64 + c are
 // the gate and up rows of the same output, so both land in the same thread.
@@ -547,7 +527,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) expert_mma_kerne
 #pragma unroll
           for (int h = 0; h < 8; ++h) {
             const float2 w = fp8x2_to_float2(words[h / 2] >> (16 * (h % 2)));
-            out[h] = pack_bf16x2(w.x * reg_scale[q], w.y * reg_scale[q]);
+            out[h] = pack_bf16(w.x * reg_scale[q], w.y * reg_scale[q]);
           }
           reinterpret_cast<uint4*>(target)[0] = make_uint4(out[0], out[1], out[2], out[3]);
           reinterpret_cast<uint4*>(target)[1] = make_uint4(out[4], out[5], out[6], out[7]);
@@ -605,7 +585,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) expert_mma_kerne
             const int64_t i = int64_t{n_tile} * (kTileN / 2) + mma_column(warp_n, j) + 2 * (lane % 4);
             if (i < p.outputs)  // I % 16 == 0, i even: i + 1 is in range too
               *reinterpret_cast<uint32_t*>(target + i) =
-                  pack_bf16x2(silu_times(acc[mi][j][2 * half], acc[mi][j + 4][2 * half]),
+                  pack_bf16(silu_times(acc[mi][j][2 * half], acc[mi][j + 4][2 * half]),
                               silu_times(acc[mi][j][2 * half + 1], acc[mi][j + 4][2 * half + 1]));
           }
         } else {
@@ -613,7 +593,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerSm) expert_mma_kerne
           for (int j = 0; j < 8; ++j) {
             const int64_t n = int64_t{n_tile} * kTileN + mma_column(warp_n, j) + 2 * (lane % 4);
             if (n < p.outputs)
-              *reinterpret_cast<uint32_t*>(target + n) = pack_bf16x2(acc[mi][j][2 * half], acc[mi][j][2 * half + 1]);
+              *reinterpret_cast<uint32_t*>(target + n) = pack_bf16(acc[mi][j][2 * half], acc[mi][j][2 * half + 1]);
           }
         }
       }
@@ -647,8 +627,8 @@ __global__ void __launch_bounds__(kCombineThreads)
     }
     bf16* target = out + int64_t{t} * hidden + unit * kElems;
     if constexpr (kVector) {
-      *reinterpret_cast<uint4*>(target) = make_uint4(pack_bf16x2(sum[0], sum[1]), pack_bf16x2(sum[2], sum[3]),
-                                                     pack_bf16x2(sum[4], sum[5]), pack_bf16x2(sum[6], sum[7]));
+      *reinterpret_cast<uint4*>(target) = make_uint4(pack_bf16(sum[0], sum[1]), pack_bf16(sum[2], sum[3]),
+                                                     pack_bf16(sum[4], sum[5]), pack_bf16(sum[6], sum[7]));
     } else {
       *target = __float2bfloat16(sum[0]);
     }
@@ -687,8 +667,6 @@ ScratchLayout scratch_layout(const MoeShape& s) {
   layout.total = at;
   return layout;
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 void check_matrix(const ExpertMatrix& m, const char* name) {
   DSINFER_CHECK(m.data != nullptr, "moe_experts: ", name, " weights are null");

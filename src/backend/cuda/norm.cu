@@ -18,6 +18,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
 namespace {
@@ -26,51 +27,6 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kMaxThreads = 1024;
 constexpr int kChunk = 8;  // 8 bf16 = 16 bytes
-
-struct alignas(16) Bf16x8 {
-  __nv_bfloat162 pair[4];
-};
-
-// kWidth consecutive elements (1, or 8 from a 16-byte aligned address) as floats.
-template <int kWidth>
-__device__ __forceinline__ void load_bf16(const bf16* p, float (&out)[kWidth]) {
-  if constexpr (kWidth == 1) {
-    out[0] = __bfloat162float(*p);
-  } else {
-    static_assert(kWidth == kChunk);
-    Bf16x8 in = *reinterpret_cast<const Bf16x8*>(p);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 two = __bfloat1622float2(in.pair[i]);
-      out[2 * i] = two.x;
-      out[2 * i + 1] = two.y;
-    }
-  }
-}
-
-template <int kWidth>
-__device__ __forceinline__ void store_bf16(bf16* p, const float (&in)[kWidth]) {
-  if constexpr (kWidth == 1) {
-    *p = __float2bfloat16(in[0]);
-  } else {
-    Bf16x8 out;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) out.pair[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
-    *reinterpret_cast<Bf16x8*>(p) = out;
-  }
-}
-
-template <int kWidth>
-__device__ __forceinline__ void load_f32(const float* p, float (&out)[kWidth]) {
-  if constexpr (kWidth == 1) {
-    out[0] = *p;
-  } else {
-    float4 low = reinterpret_cast<const float4*>(p)[0];
-    float4 high = reinterpret_cast<const float4*>(p)[1];
-    out[0] = low.x, out[1] = low.y, out[2] = low.z, out[3] = low.w;
-    out[4] = high.x, out[5] = high.y, out[6] = high.z, out[7] = high.w;
-  }
-}
 
 // Sum over the block; every thread gets the total. blockDim.x must be a multiple of 32. Call once per
 // kernel: the partials array is not reused safely by a second call.
@@ -125,8 +81,6 @@ __global__ void __launch_bounds__(kMaxThreads)
     store_bf16<kWidth>(out_row + u * kWidth, v);
   }
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <bool kAddResidual>
 void launch_rms_norm(const bf16* x, int64_t x_row_stride, bf16* residual, const float* weight, bf16* out,

@@ -27,6 +27,8 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma.cuh"
+#include "backend/cuda/vector.cuh"
 #include "core/error.h"
 
 namespace dsinfer::backend::cuda {
@@ -114,20 +116,13 @@ __global__ void __launch_bounds__(kSimpleWarps * 32) prefill_simple_kernel(Param
       const float2 x = __bfloat1622float2(rope[lane + 32 * k]);
       dot = fmaf(q_rope[k].x, x.x, fmaf(q_rope[k].y, x.y, dot));
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-    const float score = dot * p.scale_log2;
-    const float new_max = fmaxf(running_max, score);  // finite from the first key on
-    const float correction = exp2f(running_max - new_max);
-    const float weight = exp2f(score - new_max);
-    running_sum = running_sum * correction + weight;
+    const auto [correction, weight] = online_softmax_step(dot, p.scale_log2, running_max, running_sum);
 #pragma unroll
     for (int k = 0; k < kValuePairs; ++k) {
       const float2 v = __bfloat1622float2(key[kNope / 2 + lane + 32 * k]);
       acc[k].x = fmaf(weight, v.x, acc[k].x * correction);
       acc[k].y = fmaf(weight, v.y, acc[k].y * correction);
     }
-    running_max = new_max;
   }
   const float inverse = running_sum > 0.f ? 1.f / running_sum : 0.f;  // 0 keys (bad position): zeros
   __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(p.out + (static_cast<size_t>(t) * p.heads + h) * kValue);
@@ -180,19 +175,12 @@ __global__ void __launch_bounds__(kSimpleWarps * 32) prefill_generic_kernel(Gene
       const int d = lane + 32 * i;
       if (d < qk_dim) dot = fmaf(q[i], __bfloat162float(d < g.nope_dim ? key[d] : rope[d - g.nope_dim]), dot);
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-    const float score = dot * p.scale_log2;
-    const float new_max = fmaxf(running_max, score);  // finite from the first key on
-    const float correction = exp2f(running_max - new_max);
-    const float weight = exp2f(score - new_max);
-    running_sum = running_sum * correction + weight;
+    const auto [correction, weight] = online_softmax_step(dot, p.scale_log2, running_max, running_sum);
 #pragma unroll
     for (int i = 0; i < kGenericDimsPerLane; ++i) {
       const int d = lane + 32 * i;
       if (d < g.value_dim) acc[i] = fmaf(weight, __bfloat162float(key[g.nope_dim + d]), acc[i] * correction);
     }
-    running_max = new_max;
   }
   const float inverse = running_sum > 0.f ? 1.f / running_sum : 0.f;  // 0 keys (bad position): zeros
   bf16* out = p.out + (static_cast<size_t>(t) * p.heads + h) * g.value_dim;
@@ -201,62 +189,6 @@ __global__ void __launch_bounds__(kSimpleWarps * 32) prefill_generic_kernel(Gene
     const int d = lane + 32 * i;
     if (d < g.value_dim) out[d] = __float2bfloat16_rn(acc[i] * inverse);
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Warp-level tensor-core primitives (sm_80+ PTX, valid on sm_90a). Fragment layouts, with
-// g = lane / 4, c = lane % 4, for mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32:
-//   A (16 x 16 row-major), 4 x b32 of two bf16 (lower column in the low half):
-//     a0 = A[g][2c, 2c+1]   a1 = A[g+8][2c, 2c+1]   a2 = A[g][2c+8, 2c+9]   a3 = A[g+8][2c+8, 2c+9]
-//   B (16 x 8): b0 = B[2c, 2c+1][g]   b1 = B[2c+8, 2c+9][g]
-//   C/D (16 x 8 f32): d0, d1 = C[g][2c, 2c+1]   d2, d3 = C[g+8][2c, 2c+1]
-// ldmatrix.m8n8.x4: lanes 8i..8i+7 address the 8 rows (16 B each) of matrix i; register i gets
-// matrix i's [lane / 4][2 (lane % 4), +1], or with .trans its [2 (lane % 4), +1][lane / 4]. Hence:
-//   Q (A) from [query][dim]: row = m0 + (lane & 15), col = k0 + (lane >> 4) * 8.
-//   K (B of Q K^T) from [key][dim], two key tiles n0, n0 + 8 at once:
-//     row = n0 + (lane & 7) + (lane >> 4) * 8, col = k0 + ((lane >> 3) & 1) * 8 -> {b0, b1} of n0, then of n0 + 8.
-//   V (B of P V) from [key][dim] with .trans, two dim tiles n0, n0 + 8 at once:
-//     row = k0 + (lane & 7) + ((lane >> 3) & 1) * 8, col = n0 + (lane >> 4) * 8 -> {b0, b1} of n0, then of n0 + 8.
-//   P (A of P V, k-step k) = S's C fragments of key tiles 2k (a0, a1) and 2k + 1 (a2, a3), in bf16.
-// (The same primitives as mla_decode.cu: one shared header for both would be better.)
-
-__device__ __forceinline__ uint32_t smem_address(const void* pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* pointer) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(pointer)));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* pointer) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(pointer)));
-}
-
-// d += a * b
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// 16 bytes global -> shared, asynchronously; zero-fills instead of reading when !valid (the source
-// must still be a mapped address).
-__device__ __forceinline__ void cp_async_16(void* shared, const void* global, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(shared)), "l"(global),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-__device__ __forceinline__ uint32_t pack_bf16(float low, float high) {
-  __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-  return *reinterpret_cast<uint32_t*>(&pair);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -484,8 +416,6 @@ __global__ void __launch_bounds__(kFlashThreads) prefill_flash_kernel(Params p) 
       *reinterpret_cast<__nv_bfloat162*>(out + 8 * j) = __floats2bfloat162_rn(o[j][2 * half] * inverse, o[j][2 * half + 1] * inverse);
   }
 }
-
-bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
 namespace {
@@ -23,8 +24,6 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int kRopeMaxThreads = 256;
-constexpr int kBlockThreads = 256;
-constexpr int64_t kMaxGridDim = 65535;  // grid.y and grid.z
 
 // ---- rope ----
 
@@ -52,26 +51,6 @@ __global__ void __launch_bounds__(kRopeMaxThreads)
 
 // ---- cache rows ----
 
-struct RowGrid {
-  dim3 grid;
-  dim3 block;
-};
-
-// tx threads (a power of two >= units, at most 256) along a row, 256 / tx rows per block.
-RowGrid row_grid(int64_t rows, int64_t units, int64_t depth) {
-  int tx = 1;
-  while (tx < units && tx < kBlockThreads) tx *= 2;
-  int ty = kBlockThreads / tx;
-  int64_t blocks_x = (units + tx - 1) / tx;
-  int64_t blocks_y = std::max<int64_t>(1, std::min((rows + ty - 1) / ty, kMaxGridDim));
-  DSINFER_CHECK(blocks_x <= INT32_MAX && depth <= kMaxGridDim, "cache kernel: ", units, " units per row and ",
-                depth, " sequences exceed the grid");
-  return {dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y), static_cast<unsigned>(depth)),
-          dim3(tx, ty)};
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Unit: uint4 (8 bf16) or uint16_t (1 bf16). Widths and strides count units.
 template <typename Unit>
 __global__ void write_cache_kernel(const Unit* __restrict__ latent, int64_t latent_stride, int64_t latent_units,
@@ -79,15 +58,13 @@ __global__ void write_cache_kernel(const Unit* __restrict__ latent, int64_t late
                                    const int64_t* __restrict__ slot_mapping, Unit* __restrict__ cache,
                                    int64_t tokens) {
   const int64_t row_units = latent_units + rope_units;
-  const int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (unit >= row_units) return;
-  const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.y;
-  for (int64_t t = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; t < tokens; t += step) {
+  auto body = [&](int64_t unit, int64_t t) {
     const int64_t slot = slot_mapping[t];
-    if (slot < 0) continue;  // padding row
+    if (slot < 0) return;  // padding row
     cache[slot * row_units + unit] = unit < latent_units ? latent[t * latent_stride + unit]
                                                          : k_rope[t * k_rope_stride + (unit - latent_units)];
-  }
+  };
+  for_each_row_unit(row_units, tokens, body);
 }
 
 template <typename Unit>
@@ -180,7 +157,7 @@ void write_cache_split(const __nv_bfloat16* latent, int64_t latent_row_stride, i
 void gather_cache(const __nv_bfloat16* cache, const int32_t* page_table_start, const int32_t* page_ids,
                   const int32_t* context_lens, const int32_t* out_row_start, __nv_bfloat16* out, int num_sequences,
                   int max_context_len, int page_size, int64_t width, cudaStream_t stream) {
-  DSINFER_CHECK(num_sequences >= 0 && num_sequences <= kMaxGridDim && max_context_len >= 0 && page_size >= 1 &&
+  DSINFER_CHECK(num_sequences >= 0 && num_sequences <= kRowGridMaxBlocks && max_context_len >= 0 && page_size >= 1 &&
                     width >= 0,
                 "gather_cache: unsupported batch (", num_sequences, " sequences, longest ", max_context_len,
                 ", page size ", page_size, ", width ", width, ")");

@@ -1,0 +1,127 @@
+// Private to the CUDA kernels: 16-byte bf16/f32 vector loads and stores with their float conversion,
+// the 2D "row grid" launch shape of the row kernels (elementwise.cu, rope_cache.cu) with its kernel
+// loop, and the host's 16-byte alignment test. Shared by the .cu files of src/backend/cuda; include
+// from .cu files only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace dsinfer::backend::cuda {
+
+// ---- 8 bf16 / 8 f32 as 16-byte accesses (addresses must be 16-byte aligned) ----
+
+// 8 bf16 values as one 16-byte access.
+struct alignas(16) Bf16x8 {
+  __nv_bfloat162 pair[4];
+};
+
+__device__ __forceinline__ void unpack_bf16x8(const Bf16x8& in, float (&out)[8]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 two = __bfloat1622float2(in.pair[i]);
+    out[2 * i] = two.x;
+    out[2 * i + 1] = two.y;
+  }
+}
+
+// Round to nearest even.
+__device__ __forceinline__ Bf16x8 pack_bf16x8(const float (&in)[8]) {
+  Bf16x8 out;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out.pair[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+  return out;
+}
+
+__device__ __forceinline__ void load_f32x8(const float* p, float (&out)[8]) {
+  float4 low = reinterpret_cast<const float4*>(p)[0];
+  float4 high = reinterpret_cast<const float4*>(p)[1];
+  out[0] = low.x, out[1] = low.y, out[2] = low.z, out[3] = low.w;
+  out[4] = high.x, out[5] = high.y, out[6] = high.z, out[7] = high.w;
+}
+
+__device__ __forceinline__ void store_f32x8(float* p, const float (&in)[8]) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(in[0], in[1], in[2], in[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(in[4], in[5], in[6], in[7]);
+}
+
+// kWidth consecutive elements as floats and back: 1, or 8 from a 16-byte aligned address (for
+// kernels templated on whether the vector path applies).
+template <int kWidth>
+__device__ __forceinline__ void load_bf16(const __nv_bfloat16* p, float (&out)[kWidth]) {
+  static_assert(kWidth == 1 || kWidth == 8);
+  if constexpr (kWidth == 1) {
+    out[0] = __bfloat162float(*p);
+  } else {
+    const Bf16x8 in = *reinterpret_cast<const Bf16x8*>(p);  // one 16-byte load, then convert
+    unpack_bf16x8(in, out);
+  }
+}
+
+template <int kWidth>
+__device__ __forceinline__ void store_bf16(__nv_bfloat16* p, const float (&in)[kWidth]) {
+  static_assert(kWidth == 1 || kWidth == 8);
+  if constexpr (kWidth == 1) {
+    *p = __float2bfloat16(in[0]);
+  } else {
+    *reinterpret_cast<Bf16x8*>(p) = pack_bf16x8(in);
+  }
+}
+
+template <int kWidth>
+__device__ __forceinline__ void load_f32(const float* p, float (&out)[kWidth]) {
+  static_assert(kWidth == 1 || kWidth == 8);
+  if constexpr (kWidth == 1) {
+    out[0] = *p;
+  } else {
+    load_f32x8(p, out);
+  }
+}
+
+// ---- row grid: rows of `units` independent units (elements or wider accesses) ----
+//
+// A 256-thread block is tx x ty: tx threads (the smallest power of two >= units, at most 256) along
+// a row, ty = 256 / tx rows. grid.x covers a row's units, grid.y the rows (at most 65535 blocks; the
+// kernel loops over the rest), grid.z is `depth` (e.g. one layer per sequence, at most 65535).
+
+constexpr int kRowGridThreads = 256;
+constexpr int64_t kRowGridMaxBlocks = 65535;  // grid.y and grid.z
+
+struct RowGrid {
+  dim3 grid;
+  dim3 block;
+};
+
+inline RowGrid row_grid(int64_t rows, int64_t units, int64_t depth = 1) {
+  int tx = 1;
+  while (tx < units && tx < kRowGridThreads) tx *= 2;
+  int ty = kRowGridThreads / tx;
+  int64_t blocks_x = (units + tx - 1) / tx;
+  int64_t blocks_y = std::max<int64_t>(1, std::min((rows + ty - 1) / ty, kRowGridMaxBlocks));
+  DSINFER_CHECK(blocks_x <= INT32_MAX && depth <= kRowGridMaxBlocks, "CUDA row kernel: ", units,
+                " units per row (or a depth of ", depth, ") exceed the grid");
+  return {dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y), static_cast<unsigned>(depth)),
+          dim3(tx, ty)};
+}
+
+// The loop of a row-grid kernel: body(unit, row) for each unit < units of each row < rows this
+// thread owns (its unit along blockIdx.x/threadIdx.x, its rows along blockIdx.y/threadIdx.y).
+template <typename Body>
+__device__ __forceinline__ void for_each_row_unit(int64_t units, int64_t rows, Body body) {
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (unit >= units) return;
+  const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
+  for (int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; row < rows; row += row_step)
+    body(unit, row);
+}
+
+// ---- host ----
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace dsinfer::backend::cuda
