@@ -143,6 +143,14 @@ struct SamplingBatch {
   std::vector<int32_t> banned_tokens;
 
   int num_rows() const { return static_cast<int>(rows.size()); }
+  // Throws unless the batch describes `logit_rows` rows with consistent CSR arrays.
+  void check_rows(int64_t logit_rows) const {
+    DSINFER_CHECK(num_rows() == logit_rows && static_cast<int64_t>(history_start.size()) == logit_rows + 1 &&
+                      static_cast<int64_t>(banned_start.size()) == logit_rows + 1 &&
+                      history_tokens.size() == history_output_counts.size(),
+                  "sample_tokens: ", logit_rows, " logit rows do not match the sampling batch of ", num_rows(),
+                  " rows");
+  }
   bool any_logprobs() const {
     return std::any_of(rows.begin(), rows.end(), [](const SamplingRow& row) { return row.top_logprobs >= 0; });
   }

@@ -100,10 +100,7 @@ void raw_logprobs(const float* row, int64_t V, int32_t token, int n, float* logp
 SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) {
   expect_f32(logits, "sample_tokens", "logits", 2);
   int64_t B = logits.dim(0), V = logits.dim(1);
-  DSINFER_CHECK(batch.num_rows() == B && static_cast<int64_t>(batch.history_start.size()) == B + 1 &&
-                    static_cast<int64_t>(batch.banned_start.size()) == B + 1 &&
-                    batch.history_tokens.size() == batch.history_output_counts.size(),
-                "sample_tokens: ", B, " logit rows do not match the sampling batch of ", batch.num_rows(), " rows");
+  batch.check_rows(B);
   SampledTokens out;
   out.tokens = Tensor::empty(DType::kI32, {B});
   int top_n = batch.max_top_logprobs();

@@ -31,10 +31,7 @@ SampledTokens SamplingOp::sample(Tensor& logits, const SamplingBatch& batch) {
   DSINFER_CHECK(logits.device() == Device::kCuda && logits.dtype() == DType::kF32 && logits.rank() == 2,
                 "sample_tokens: logits must be a [B, V] float32 CUDA tensor");
   int64_t B = logits.dim(0), V = logits.dim(1);
-  DSINFER_CHECK(batch.num_rows() == B && static_cast<int64_t>(batch.history_start.size()) == B + 1 &&
-                    static_cast<int64_t>(batch.banned_start.size()) == B + 1 &&
-                    batch.history_tokens.size() == batch.history_output_counts.size(),
-                "sample_tokens: ", B, " logit rows do not match the sampling batch of ", batch.num_rows(), " rows");
+  batch.check_rows(B);
   SampledTokens out;
   out.tokens = Tensor::empty(DType::kI32, {B});
   if (B == 0) return out;
