@@ -1,5 +1,7 @@
 #include "model/deepseek_model.h"
 
+#include "core/log.h"
+
 #include "model/rope_table.h"
 
 namespace dsinfer::model {
@@ -34,6 +36,11 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* check
     for (int64_t k = 0; k < config_.num_nextn_predict_layers; ++k)
       mtp_.push_back(std::make_unique<MtpModule>(weights, config_.num_hidden_layers + k, embed_, lm_head_));
   }
+  backend_.synchronize();
+  double seconds = weights.seconds();
+  log_info("loaded ", weights.source(), ": ", static_cast<double>(weights.loaded_bytes()) / 1e9, " GB on ",
+           backend_.name(), " in ", seconds, " s (", static_cast<double>(weights.loaded_bytes()) / 1e9 / seconds,
+           " GB/s)");
 }
 
 std::unique_ptr<DeepseekModel> DeepseekModel::load(const std::string& dir, backend::Backend& backend,

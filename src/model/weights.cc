@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/cpu/random_fill.h"
+#include "core/log.h"
 #include "io/weight_format.h"
 
 namespace dsinfer::model {
@@ -90,6 +91,7 @@ backend::LinearWeight WeightLoader::dummy_linear(Shape shape, bool fp8, const st
   if (!fp8) {
     weight.data = backend_.empty(backend_.compute_dtype(), shape);
     backend_.fill_uniform(weight.data, seed, -kWeightBound, kWeightBound);
+    count(weight);
     return weight;
   }
   weight.format = backend::WeightFormat::kFp8Block;
@@ -100,6 +102,7 @@ backend::LinearWeight WeightLoader::dummy_linear(Shape shape, bool fp8, const st
   blocks[-1] = (shape[-1] + backend::kWeightBlock - 1) / backend::kWeightBlock;
   weight.scale = backend_.empty(DType::kF32, blocks);
   backend_.fill_uniform(weight.scale, seed + 1, kFp8ScaleLow, kFp8ScaleHigh);
+  count(weight);
   return weight;
 }
 
@@ -112,6 +115,25 @@ Tensor WeightLoader::dummy_host_f32(const std::string& name) const {
   for (int64_t i = 0; i < out.numel(); ++i)
     out.data<float>()[i] = backend::uniform_at(seed_of(name), static_cast<uint64_t>(i), low, high);
   return out;
+}
+
+double WeightLoader::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void WeightLoader::count(const Tensor& tensor) const {
+  loaded_bytes_ += static_cast<int64_t>(tensor.nbytes());
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_report_ < std::chrono::seconds(5)) return;
+  last_report_ = now;
+  double elapsed = seconds();
+  log_info("loading ", source(), ": ", static_cast<double>(loaded_bytes_) / 1e9, " GB in ", elapsed, " s (",
+           static_cast<double>(loaded_bytes_) / 1e9 / elapsed, " GB/s)");
+}
+
+void WeightLoader::count(const backend::LinearWeight& weight) const {
+  count(weight.data);
+  if (weight.scale.defined()) count(weight.scale);
 }
 
 void WeightLoader::expect_shape(const std::string& name, Shape expected) const {
@@ -131,9 +153,17 @@ Tensor WeightLoader::host_f32(const std::string& name) const {
                       static_cast<int>(config_.quantization.block_k));
 }
 
-Tensor WeightLoader::f32(const std::string& name) const { return backend_.to_device(host_f32(name)); }
+Tensor WeightLoader::f32(const std::string& name) const {
+  Tensor device = backend_.to_device(host_f32(name));
+  count(device);
+  return device;
+}
 
-Tensor WeightLoader::to_compute(const Tensor& host) const { return backend_.to_device(compute_host(host)); }
+Tensor WeightLoader::to_compute(const Tensor& host) const {
+  Tensor device = backend_.to_device(compute_host(host));
+  count(device);
+  return device;
+}
 
 backend::LinearWeight WeightLoader::host_linear(const std::string& name) const {
   const io::TensorInfo& info = checkpoint_->info(name);
@@ -166,6 +196,7 @@ Tensor WeightLoader::compute_host(const Tensor& wide) const {
 backend::LinearWeight WeightLoader::to_device(const backend::LinearWeight& host) const {
   backend::LinearWeight device{backend_.to_device(host.data), {}, host.format};
   if (host.scale.defined()) device.scale = backend_.to_device(host.scale);
+  count(device);
   return device;
 }
 
@@ -189,6 +220,7 @@ backend::LinearWeight WeightLoader::stack_to_device(const std::vector<backend::L
   }
   backend::LinearWeight out{backend_.to_device(stack_host(data, true)), {}, parts.front().format};
   if (!scales.empty()) out.scale = backend_.to_device(stack_host(scales, true));
+  count(out);
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include <chrono>
 #include <map>
 
 #include "io/checkpoint.h"
@@ -55,6 +56,9 @@ class WeightLoader {
 
   backend::Backend& backend() const { return backend_; }
   const io::ModelConfig& config() const { return config_; }
+  // Bytes placed on the device so far and the seconds since loading began (the load report).
+  int64_t loaded_bytes() const { return loaded_bytes_; }
+  double seconds() const;
 
  private:
   // The stored bytes of `name` on the host, in a format the backends take (see the file comment).
@@ -73,6 +77,13 @@ class WeightLoader {
   Tensor dummy_host_f32(const std::string& name) const;
   bool is_fp8(const std::string& name) const;
 
+  // Counts what reached the device; logs progress (GB/s) every few seconds.
+  void count(const backend::LinearWeight& weight) const;
+  void count(const Tensor& tensor) const;
+
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  mutable std::chrono::steady_clock::time_point last_report_ = start_;
+  mutable int64_t loaded_bytes_ = 0;
   const io::Checkpoint* checkpoint_ = nullptr;        // null for dummy weights
   std::map<std::string, io::TensorSpec> dummy_specs_;  // dummy weights: every tensor of the layout
   const io::ModelConfig& config_;
