@@ -14,11 +14,16 @@
 //   Launch: grid (ceil(n / 4), ceil(rows / R), batch), 128 threads. A block computes a tile of
 //   R x 4 outputs (R = 1, 2, 4, 8 or 16 token rows, picked from rows; 4 weight rows). Its 128 threads
 //   split K: thread i takes the 16-byte weight chunks i, i + 128, ... of each of the 4 weight rows
-//   (consecutive threads read consecutive chunks: coalesced), dequantizes them to float
-//   (fp8 * block scale; a 16-element chunk never straddles a 128-column block), and FMAs them
-//   against the same columns of its R token rows (bf16 from global memory; x is small and stays in
-//   L1/L2). At the end a warp shuffle and a shared-memory sum over the 4 warps (fixed order) give
-//   each output. Rows and columns past the edge read the last valid row and are not written.
+//   (consecutive threads read consecutive chunks: coalesced). A thread loads U chunks of each row
+//   (U = 4 at R <= 2, 2 at R = 4, 1 from R = 8 on: 4U independent 16-byte loads, L1::no_allocate)
+//   before converting any, so a DeepSeek row of K = 7168 FP8 weights is one round trip per block.
+//   The chunks are dequantized to float (a 16-element chunk never straddles a 128-column block) and
+//   FMAd against the same columns of the R token rows (bf16 16-byte loads through L1: x is small and
+//   re-read by every block); for FP8 at R <= 4 the block scale multiplies each chunk's partial sum
+//   (one FMA per chunk and row), from R = 8 on it multiplies the weights. At the end a warp shuffle
+//   and a shared-memory sum over the 4 warps (fixed order) give each output. Rows and columns past
+//   the edge read the last valid row and are not written. Unaligned shapes take a scalar path (one
+//   element per thread and step).
 #include "backend/cuda/fp8_gemm.h"
 
 #include <cuda_fp16.h>
@@ -28,7 +33,6 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
 namespace {
@@ -52,6 +56,12 @@ bool aligned(const void* p, int64_t bytes) { return reinterpret_cast<uintptr_t>(
 struct alignas(8) Bf16x4 {
   __nv_bfloat162 pair[2];
 };
+
+// A pair of bf16 (low half: the element at the lower address) as floats; exact.
+__device__ __forceinline__ void unpack_bf16x2(uint32_t two, float& first, float& second) {
+  first = __uint_as_float(two << 16);
+  second = __uint_as_float(two & 0xffff0000u);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Activation quantization.
@@ -92,17 +102,30 @@ __global__ void __launch_bounds__(kQuantThreads)
 // ---------------------------------------------------------------------------------------------
 // Fallback GEMM.
 
-// kVec consecutive weights as floats: one 16-byte load (kVec = 16 / sizeof(W)) or one element.
+// Weight loads. The vector path loads raw 16-byte chunks first (all of a thread's chunks of one round,
+// so that several loads are in flight before any is used) and converts them afterwards.
+
+// 16 bytes read once: ld.global.nc with L1::no_allocate, so the streamed weights do not evict the
+// activations (re-read by every block) from L1. volatile keeps it under the bounds check guarding it.
+__device__ __forceinline__ uint4 load_streaming(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// One raw 16-byte chunk as kVec = 16 / sizeof(W) floats (unscaled for FP8).
 template <typename W, int kVec>
-__device__ __forceinline__ void load_weights(const W* p, float (&out)[kVec]);
+__device__ __forceinline__ void convert_weights(const uint4& raw, float (&out)[kVec]);
 
 template <>
-__device__ __forceinline__ void load_weights<fp8, 16>(const fp8* p, float (&out)[16]) {
-  uint4 raw = *reinterpret_cast<const uint4*>(p);
+__device__ __forceinline__ void convert_weights<fp8, 16>(const uint4& raw, float (&out)[16]) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    // e4m3 -> f16 is exact (e4m3's range and precision fit in f16), f16 -> f32 too.
+    // e4m3 -> f16 is exact (e4m3's range and precision fit in f16), f16 -> f32 too. The first
+    // element (lowest address) is the low byte.
     __half2 lo = __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[i] & 0xffffu), __NV_E4M3));
     __half2 hi = __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[i] >> 16), __NV_E4M3));
     float2 a = __half22float2(lo);
@@ -112,49 +135,44 @@ __device__ __forceinline__ void load_weights<fp8, 16>(const fp8* p, float (&out)
 }
 
 template <>
-__device__ __forceinline__ void load_weights<fp8, 1>(const fp8* p, float (&out)[1]) {
-  out[0] = static_cast<float>(*p);
+__device__ __forceinline__ void convert_weights<bf16, 8>(const uint4& raw, float (&out)[8]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) unpack_bf16x2(words[i], out[2 * i], out[2 * i + 1]);
 }
 
 template <>
-__device__ __forceinline__ void load_weights<bf16, 8>(const bf16* p, float (&out)[8]) {
-  load_bf16<8>(p, out);
+__device__ __forceinline__ void convert_weights<float, 4>(const uint4& raw, float (&out)[4]) {
+  out[0] = __uint_as_float(raw.x), out[1] = __uint_as_float(raw.y);
+  out[2] = __uint_as_float(raw.z), out[3] = __uint_as_float(raw.w);
 }
 
-template <>
-__device__ __forceinline__ void load_weights<bf16, 1>(const bf16* p, float (&out)[1]) {
-  out[0] = __bfloat162float(*p);
+// One weight as a float (unscaled for FP8): the scalar path for unaligned or odd shapes.
+template <typename W>
+__device__ __forceinline__ float load_weight(const W* p) {
+  if constexpr (std::is_same_v<W, bf16>) {
+    return __bfloat162float(*p);
+  } else {
+    return static_cast<float>(*p);
+  }
 }
 
-template <>
-__device__ __forceinline__ void load_weights<float, 4>(const float* p, float (&out)[4]) {
-  float4 in = *reinterpret_cast<const float4*>(p);
-  out[0] = in.x, out[1] = in.y, out[2] = in.z, out[3] = in.w;
-}
-
-template <>
-__device__ __forceinline__ void load_weights<float, 1>(const float* p, float (&out)[1]) {
-  out[0] = *p;
-}
-
-// kVec consecutive bf16 activations as floats (kVec = 16, 8, 4 or 1; aligned to min(16, 2 kVec) bytes).
+// kVec consecutive bf16 activations as floats (kVec = 16, 8, 4 or 1; aligned to min(16, 2 kVec)
+// bytes): whole 16- or 8-byte loads (x is re-read by every block, so it goes through L1).
 template <int kVec>
 __device__ __forceinline__ void load_activations(const bf16* p, float (&out)[kVec]) {
   if constexpr (kVec >= 8) {
 #pragma unroll
     for (int part = 0; part < kVec / 8; ++part) {
-      Bf16x8 in = reinterpret_cast<const Bf16x8*>(p)[part];
+      const uint4 in = reinterpret_cast<const uint4*>(p)[part];
+      const uint32_t words[4] = {in.x, in.y, in.z, in.w};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float2 two = __bfloat1622float2(in.pair[i]);
-        out[8 * part + 2 * i] = two.x, out[8 * part + 2 * i + 1] = two.y;
-      }
+      for (int i = 0; i < 4; ++i) unpack_bf16x2(words[i], out[8 * part + 2 * i], out[8 * part + 2 * i + 1]);
     }
   } else if constexpr (kVec == 4) {
-    Bf16x4 in = *reinterpret_cast<const Bf16x4*>(p);
-    float2 lo = __bfloat1622float2(in.pair[0]);
-    float2 hi = __bfloat1622float2(in.pair[1]);
-    out[0] = lo.x, out[1] = lo.y, out[2] = hi.x, out[3] = hi.y;
+    const uint2 in = *reinterpret_cast<const uint2*>(p);
+    unpack_bf16x2(in.x, out[0], out[1]);
+    unpack_bf16x2(in.y, out[2], out[3]);
   } else {
     static_assert(kVec == 1);
     out[0] = __bfloat162float(*p);
@@ -170,9 +188,31 @@ __device__ __forceinline__ void store_output(Out* p, float value) {
   }
 }
 
+// 16-byte chunks per weight row that a thread loads before using any (vector path): 4 x 4 rows x
+// 16 B = 256 B in flight per thread at 1-2 token rows, where the kernel is bound by memory latency
+// and bandwidth; fewer at 4 rows (registers); 1 from 8 rows on, where the FP32 FMAs bound it.
+template <int kRows, int kVec>
+__host__ __device__ constexpr int gemm_unroll() {
+  if constexpr (kVec == 1) {
+    return 1;
+  } else if constexpr (kRows <= 2) {
+    return 4;
+  } else if constexpr (kRows <= 4) {
+    return 2;
+  } else {
+    return 1;
+  }
+}
+
 template <typename W, typename Out, int kRows, int kVec>
 __global__ void __launch_bounds__(kGemmThreads) gemm_fallback_kernel(FallbackGemm g) {
   constexpr bool kFp8 = std::is_same_v<W, fp8>;
+  constexpr int kUnroll = gemm_unroll<kRows, kVec>();
+  // FP8 from 8 token rows on: scale the 16 weights of a chunk once (16 multiplies) rather than each
+  // row's partial sum (kRows FMAs), which also needs fewer registers.
+  constexpr bool kScaleWeights = kFp8 && kRows >= 8;
+  static_assert(kVec == 1 || kVec * sizeof(W) == 16, "the vector path loads 16-byte chunks");
+  static_assert(kVec == 1 || kFp8Block % kVec == 0, "a chunk must not straddle a 128-column scale block");
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kGemmCols;
@@ -180,13 +220,15 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_fallback_kernel(FallbackGem
   const int64_t b = blockIdx.z;
 
   const W* w_rows[kGemmCols];
-  const float* scale_rows[kGemmCols];
 #pragma unroll
   for (int c = 0; c < kGemmCols; ++c) {
     const int64_t n = n0 + c < g.n ? n0 + c : g.n - 1;
     w_rows[c] = static_cast<const W*>(g.w) + b * g.w_batch_stride + n * g.k;
-    if constexpr (kFp8) scale_rows[c] = g.w_scale + b * g.scale_batch_stride + (n / kFp8Block) * g.scale_row_stride;
   }
+  // The block's kGemmCols weight rows n0 .. n0 + 3 share one 128-row scale block (n0 is a multiple
+  // of 4, which divides 128); rows past g.n read another row's data and are not written.
+  const float* scale_row = nullptr;
+  if constexpr (kFp8) scale_row = g.w_scale + b * g.scale_batch_stride + (n0 / kFp8Block) * g.scale_row_stride;
   const bf16* x0 = g.x + b * g.x_batch_stride + t0 * g.x_row_stride;
   const int last_row = static_cast<int>(g.rows - t0 < kRows ? g.rows - t0 : kRows) - 1;  // later rows re-read it
 
@@ -197,26 +239,77 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_fallback_kernel(FallbackGem
     for (int c = 0; c < kGemmCols; ++c) acc[r][c] = 0.0f;
 
   const int64_t chunks = g.k / kVec;
-  for (int64_t chunk = threadIdx.x; chunk < chunks; chunk += kGemmThreads) {
-    const int64_t k = chunk * kVec;
-    float w[kGemmCols][kVec];
+  if constexpr (kVec == 1) {
+    // Scalar path (unaligned pointers or strides, k not a multiple of kVec): one element at a time.
+    for (int64_t k = threadIdx.x; k < g.k; k += kGemmThreads) {
+      float scale = 1.0f;
+      if constexpr (kFp8) scale = scale_row[k / kFp8Block];
+      float w[kGemmCols];
 #pragma unroll
-    for (int c = 0; c < kGemmCols; ++c) {
-      load_weights<W, kVec>(w_rows[c] + k, w[c]);
-      if constexpr (kFp8) {
-        const float scale = scale_rows[c][k / kFp8Block];
+      for (int c = 0; c < kGemmCols; ++c) w[c] = load_weight(w_rows[c] + k) * scale;
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) w[c][i] *= scale;
+      for (int r = 0; r < kRows; ++r) {
+        const float xv = __bfloat162float(x0[min(r, last_row) * g.x_row_stride + k]);
+#pragma unroll
+        for (int c = 0; c < kGemmCols; ++c) acc[r][c] = fmaf(xv, w[c], acc[r][c]);
       }
     }
+  } else {
+    // Vector path. A round covers kUnroll * 128 chunks of each weight row: thread i takes chunks
+    // base + u * 128 (u < kUnroll), so each load instruction of a warp reads 512 consecutive bytes.
+    // All of a round's loads are issued before any is used; chunks past the end of the row (the
+    // last round of a row whose chunk count is not a multiple of kUnroll * 128) are not loaded
+    // and not used.
+    for (int64_t base = threadIdx.x; base < chunks; base += static_cast<int64_t>(kGemmThreads) * kUnroll) {
+      uint4 raw[kUnroll][kGemmCols];
+      float scale[kUnroll];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float xv[kVec];
-      load_activations<kVec>(x0 + min(r, last_row) * g.x_row_stride + k, xv);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t chunk = base + static_cast<int64_t>(u) * kGemmThreads;
+        scale[u] = 1.0f;
+        if (chunk < chunks) {
 #pragma unroll
-      for (int c = 0; c < kGemmCols; ++c)
+          for (int c = 0; c < kGemmCols; ++c) raw[u][c] = load_streaming(w_rows[c] + chunk * kVec);
+          if constexpr (kFp8) scale[u] = __ldg(scale_row + chunk * kVec / kFp8Block);
+        } else {
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) acc[r][c] = fmaf(xv[i], w[c][i], acc[r][c]);
+          for (int c = 0; c < kGemmCols; ++c) raw[u][c] = make_uint4(0u, 0u, 0u, 0u);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t chunk = base + static_cast<int64_t>(u) * kGemmThreads;
+        if (chunk >= chunks) break;  // chunk grows with u: the rest of the round is past the end too
+        const int64_t k = chunk * kVec;
+        float w[kGemmCols][kVec];
+#pragma unroll
+        for (int c = 0; c < kGemmCols; ++c) {
+          convert_weights<W, kVec>(raw[u][c], w[c]);
+          if constexpr (kScaleWeights) {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) w[c][i] *= scale[u];
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          float xv[kVec];
+          load_activations<kVec>(x0 + min(r, last_row) * g.x_row_stride + k, xv);
+#pragma unroll
+          for (int c = 0; c < kGemmCols; ++c) {
+            if constexpr (kFp8 && !kScaleWeights) {
+              // The chunk lies in one 128-column block: sum x * fp8 over it, then apply the block
+              // scale once (one multiply per chunk and row rather than one per weight).
+              float part = 0.0f;
+#pragma unroll
+              for (int i = 0; i < kVec; ++i) part = fmaf(xv[i], w[c][i], part);
+              acc[r][c] = fmaf(part, scale[u], acc[r][c]);
+            } else {
+#pragma unroll
+              for (int i = 0; i < kVec; ++i) acc[r][c] = fmaf(xv[i], w[c][i], acc[r][c]);
+            }
+          }
+        }
+      }
     }
   }
 

@@ -16,7 +16,11 @@
 //                heads 16 mt.. of keys part * 32 / D ..), S through shared memory, then every warp
 //                runs the same online softmax for its 16 heads and accumulates P V for its 512 / D
 //                output dims (D = warps per head tile).
-//   combine:     grid (H, T), 128 threads, 4 output dims a thread; only when splits > 1.
+//   combine:     grid (H, T), 128 threads, 4 output dims a thread; only when splits > 1. Thread s
+//                reads chunk s's stats, block reductions give the max and denominator, then each
+//                thread sums its float4 of every chunk with 8 coalesced 16-byte loads in flight.
+//                Bytes: splits * H * (512 * 4 + 8) read per token, H * 512 * 2 written.
+//   splits:      min(one wave of blocks, ceil(pages at max_context / 2), 128); see mla_decode_num_splits.
 //   generic:     any other widths (L, R): grid (ceil(H / 8), T), 256 threads; warp w owns head
 //                8 * blockIdx.x + w of token blockIdx.y and walks all its visible rows (no split);
 //                lane l holds q dims l + 32 i (i < 32) and output dims l + 32 i < L in registers.
@@ -388,29 +392,78 @@ __global__ void __launch_bounds__(kMTiles * kDimSplits * 32, 1) mla_decode_tc_ke
 // ---------------------------------------------------------------------------------------------
 // Merge of the chunks: out = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s over non-empty chunks.
 
-constexpr int kCombineThreads = kLatent / 4;
+constexpr int kCombineThreads = kLatent / 4;  // 128: one float4 of the 512 output dims a thread
+constexpr int kCombineWarps = kCombineThreads / 32;
+constexpr int kCombineUnroll = 8;  // partial loads in flight per thread (latency, not bandwidth, bounds it)
+static_assert(kMlaDecodeMaxSplits <= kCombineThreads, "the combine reads one chunk's stats a thread");
 
+// Block-wide max or sum over the 128 threads (all threads call it; returns the result to all).
+template <bool kMax>
+__device__ float combine_block_reduce(float value, float* scratch /* [kCombineWarps] */) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, value, offset);
+    value = kMax ? fmaxf(value, other) : value + other;
+  }
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) scratch[warp] = value;
+  __syncthreads();
+  float result = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kCombineWarps; ++w) result = kMax ? fmaxf(result, scratch[w]) : result + scratch[w];
+  __syncthreads();  // scratch is reused by the next call
+  return result;
+}
+
+// One block per (head, token). Thread s < splits first reads chunk s's stats (one parallel load
+// instead of every thread walking them twice), the block reduces the max and the denominator and
+// leaves the chunk weights in shared memory; then thread i sums the float4 at dims 4i.. of every
+// chunk's partial, kCombineUnroll independent 16-byte loads at a time (a warp reads 512 contiguous
+// bytes of one chunk: coalesced). An empty chunk (stats.y == 0) has weight 0 and its partial, never
+// written, is not read (it may hold NaN from earlier use of the scratch).
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(Params p) {
+  __shared__ float weights[kMlaDecodeMaxSplits];
+  __shared__ float reduce_scratch[kCombineWarps];
   const int head = blockIdx.x, t = blockIdx.y, dim = threadIdx.x * 4;
   const size_t first = partial_index(t, 0, head, p);
   const size_t stride = p.heads;  // between consecutive splits of one (token, head)
-  float global_max = -INFINITY;
-  for (int s = 0; s < p.num_splits; ++s) {
-    const float2 stats = p.partial_stats[first + s * stride];
-    if (stats.y > 0.f) global_max = fmaxf(global_max, stats.x);
-  }
-  float denominator = 0.f;
+  const int splits = p.num_splits;
+
+  float2 stats = make_float2(-INFINITY, 0.f);
+  if (static_cast<int>(threadIdx.x) < splits) stats = p.partial_stats[first + threadIdx.x * stride];
+  const bool live = stats.y > 0.f;
+  const float global_max = combine_block_reduce<true>(live ? stats.x : -INFINITY, reduce_scratch);
+  // global_max is finite whenever some chunk is live; with none, every weight is 0 (no inf - inf).
+  const float weight = live ? exp2f(stats.x - global_max) : 0.f;
+  if (static_cast<int>(threadIdx.x) < splits) weights[threadIdx.x] = weight;
+  const float denominator = combine_block_reduce<false>(weight * stats.y, reduce_scratch);  // syncs weights too
+
+  // Chunks past the token's context are empty and come last (split_rows is monotone), so only
+  // chunks 0..live_end-1 are read. Inside that range the loads are unconditional (so all
+  // kCombineUnroll are in flight at once) and a weight-0 chunk's value is discarded by a select,
+  // never multiplied (it may be NaN); indices past live_end are clamped to live_end - 1.
+  const int live_end =
+      static_cast<int>(combine_block_reduce<true>(live ? static_cast<float>(threadIdx.x + 1) : 0.f, reduce_scratch));
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s = 0; s < p.num_splits; ++s) {
-    const float2 stats = p.partial_stats[first + s * stride];
-    if (!(stats.y > 0.f)) continue;  // empty chunk: its partial output was never written
-    const float weight = exp2f(stats.x - global_max);
-    denominator += weight * stats.y;
-    const float4 part = *reinterpret_cast<const float4*>(p.partial_out + (first + s * stride) * kLatent + dim);
-    acc.x = fmaf(weight, part.x, acc.x);
-    acc.y = fmaf(weight, part.y, acc.y);
-    acc.z = fmaf(weight, part.z, acc.z);
-    acc.w = fmaf(weight, part.w, acc.w);
+  const float* base = p.partial_out + first * kLatent + dim;
+  for (int s0 = 0; s0 < live_end; s0 += kCombineUnroll) {
+    float4 part[kCombineUnroll];
+#pragma unroll
+    for (int u = 0; u < kCombineUnroll; ++u) {
+      const int s = min(s0 + u, live_end - 1);
+      part[u] = *reinterpret_cast<const float4*>(base + s * stride * kLatent);
+    }
+#pragma unroll
+    for (int u = 0; u < kCombineUnroll; ++u) {
+      const int s = s0 + u;
+      const float w = s < live_end ? weights[s] : 0.f;
+      if (w > 0.f) {
+        acc.x = fmaf(w, part[u].x, acc.x);
+        acc.y = fmaf(w, part[u].y, acc.y);
+        acc.z = fmaf(w, part[u].z, acc.z);
+        acc.w = fmaf(w, part[u].w, acc.w);
+      }
+    }
   }
   const float inverse = denominator > 0.f ? 1.f / denominator : 0.f;
   __nv_bfloat162* out =
@@ -506,6 +559,9 @@ TcChoice tc_choice(int heads) {
   return {16, 2};
 }
 
+// Fewest pages a context chunk covers (at max_context) when splitting: see mla_decode_num_splits.
+constexpr int64_t kMinSplitPages = 2;
+
 size_t scratch_for(int tokens, int heads, int splits) {
   if (splits <= 1) return 0;
   const size_t rows = static_cast<size_t>(tokens) * splits * heads;
@@ -556,10 +612,17 @@ int mla_decode_num_splits(int tokens, int heads, int max_context, int sm_count) 
   const TcChoice choice = tc_choice(heads);
   const int64_t groups = (heads + choice.heads_per_block - 1) / choice.heads_per_block;
   const int64_t resident = int64_t{sm_count} * choice.blocks_per_sm;
-  int64_t splits = std::max<int64_t>(1, resident / (int64_t{tokens} * groups));  // one wave, not two
+  const int64_t one_wave = std::max<int64_t>(1, resident / (int64_t{tokens} * groups));  // one wave, not two
+  // Chunks of at least kMinSplitPages pages at max_context: a chunk of one page spends its time on
+  // the block's fixed cost (q load, pipeline fill), while every extra chunk costs the combine
+  // H * 512 * 4 bytes written and read again. Per split: ~1 MB at H = 128 (~0.3-0.6 us); per page
+  // on a block's critical path: ~2 tiles of mma (~1-1.5 us each). Minimising
+  // pages / splits * page_cost + splits * split_cost gives ~2-3 pages a chunk at short contexts; at
+  // long ones the one-wave cap already makes chunks longer than that.
   const int64_t max_pages = std::max<int64_t>(1, (int64_t{max_context} + kPage - 1) / kPage);
-  splits = std::min({splits, max_pages, int64_t{kMlaDecodeMaxSplits}});  // every chunk >= 1 page at max_context
-  return static_cast<int>(splits);
+  const int64_t by_length = (max_pages + kMinSplitPages - 1) / kMinSplitPages;
+  const int64_t splits = std::min({one_wave, by_length, int64_t{kMlaDecodeMaxSplits}});
+  return static_cast<int>(std::max<int64_t>(1, splits));
 }
 
 size_t mla_decode_scratch_bytes(int max_tokens, int heads, int max_context, int sm_count, int latent_dim,
