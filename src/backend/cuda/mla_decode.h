@@ -13,7 +13,8 @@
 // head), no split and no scratch, whatever MlaDecodeKernel asks for; L + R <= 1024.
 //
 // Split-KV: each token's context is cut into `mla_decode_num_splits(...)` chunks of whole pages, one
-// block per (token, head group, chunk), so that batch 1 still fills every SM; partial results
+// block per (token, head group, chunk), so that a small batch with a long context keeps the SMs busy
+// (short contexts take fewer, longer chunks: the combine costs more than it saves there); partial results
 // (running max, sum, unnormalised output) go to caller-provided scratch and a second kernel merges
 // them. The split count is host arithmetic on (tokens, heads, max_context, sm_count) only, and each
 // chunk's rows are derived on the device from the token's real position, so one captured CUDA graph
