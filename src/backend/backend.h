@@ -263,12 +263,9 @@ class Backend {
   // x [T, hidden] -> [T, hidden]: sum over chosen experts of weight * expert(x).
   virtual Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) = 0;
 
-  // Sampling. logits [B, V] f32 -> [B] int32. One uniform draw per row in `uniforms` [B] (from the
-  // caller's seeded generators) makes the op deterministic. Greedy rows ignore their draw.
-  virtual Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params,
-                        const std::vector<float>& uniforms) = 0;
-  // The whole logits pipeline of SamplingBatch on logits [B, V] f32 (which it may overwrite), the
-  // results copied to the host.
+  // Sampling: the whole logits pipeline of SamplingBatch on logits [B, V] f32 (which it may
+  // overwrite), the results copied to the host. One uniform draw per row (from the caller's seeded
+  // generators) makes the op deterministic; greedy rows ignore their draw.
   virtual SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) = 0;
 };
 

@@ -1267,8 +1267,6 @@ std::vector<int32_t> allowed_tokens(const std::vector<double>& row, const Sampli
 struct SamplingData {
   Tensor logits;  // [B, V] f32
   SamplingBatch batch;
-  std::vector<SamplingParams> params;  // batch.rows[b].params
-  std::vector<float> uniforms;         // batch.rows[b].uniform
   bool penalized = false;              // whether batch's penalties and bans apply (sample_tokens)
 };
 
@@ -1325,8 +1323,6 @@ std::shared_ptr<SamplingData> make_sampling_data(int64_t B, int64_t V, bool gree
       all.banned_start.push_back(static_cast<int32_t>(all.banned_tokens.size()));
       break;
     }
-    data->params.push_back(row.params);
-    data->uniforms.push_back(row.uniform);
   }
   return data;
 }
@@ -1339,15 +1335,15 @@ CheckResult check_sampled_tokens(const SamplingData& data, const Tensor& referen
   for (int64_t b = 0; b < B; ++b) {
     int32_t expected = reference.data<int32_t>()[b], actual = candidate.data<int32_t>()[b];
     bool ok = expected == actual;
-    if (!ok && !is_greedy(data.params[b])) {
+    if (!ok && !is_greedy(data.batch.rows[b].params)) {
       std::vector<double> row = penalized_row(data.logits.data<float>() + b * V, V,
                                               data.penalized ? &data.batch : nullptr, static_cast<int>(b));
-      std::vector<int32_t> allowed = allowed_tokens(row, data.params[b]);
+      std::vector<int32_t> allowed = allowed_tokens(row, data.batch.rows[b].params);
       ok = std::binary_search(allowed.begin(), allowed.end(), actual);
     }
     if (!ok) {
       if (result.detail.empty())
-        result.detail = str_cat("row ", b, (is_greedy(data.params[b]) ? " (greedy)" : " (sampled)"), ": candidate ", actual,
+        result.detail = str_cat("row ", b, (is_greedy(data.batch.rows[b].params) ? " (greedy)" : " (sampled)"), ": candidate ", actual,
                                 ", reference ", expected);
       result.value += 1.0;
     }
@@ -1472,14 +1468,15 @@ Case frequency_case(int64_t draws, int64_t kVocab, double bound) {
 void add_sampling_cases(std::vector<Case>& cases, const Dims& d) {
   int64_t V = d.vocab, B = d.pick<int64_t>({16}, {64})[0];
   for (bool greedy : {true, false}) {
-    cases.push_back(make_case("sample", str_cat(greedy ? "greedy" : "temperature/top-k/top-p/min-p mix", " B=", B, " V=", V),
+    cases.push_back(make_case("sample_tokens",
+                              str_cat(greedy ? "greedy" : "temperature/top-k/top-p/min-p mix", " B=", B, " V=", V),
                               [=](uint64_t seed) {
                                 auto data = make_sampling_data(B, V, greedy, false, seed);
                                 OpSpec s;
-                                s.args = {{"logits", ArgKind::kConstant, data->logits}};
+                                s.args = {{"logits", ArgKind::kInPlace, data->logits, DType::kF32}};
                                 s.results = {"tokens"};
                                 s.call = [data](Backend& b, std::vector<Tensor>& a) {
-                                  return Results{b.sample(a[0], data->params, data->uniforms)};
+                                  return Results{b.sample_tokens(a[0], data->batch).tokens};
                                 };
                                 s.compare = [data](const Outputs& reference, const Outputs& candidate) {
                                   return std::vector<CheckResult>{
@@ -1775,7 +1772,7 @@ const std::vector<std::string>& conformance_ops() {
       "fill_uniform", "embedding",   "rms_norm",     "add_rms_norm_inplace", "add_inplace",  "silu_mul",
       "concat_last", "slice_last",   "gather_rows",          "concat_rows",  "linear",
       "linear_f32",  "grouped_linear", "rope_inplace",       "write_cache",  "gather_cache",
-      "attention_expanded", "attention_absorbed", "route",   "moe_experts",  "sample",
+      "attention_expanded", "attention_absorbed", "route",   "moe_experts",
       "sample_tokens",
   };
   return ops;

@@ -72,10 +72,6 @@ class ForwardingBackend : public Backend {
   Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) override {
     return inner_->moe_experts(x, routing, experts);
   }
-  Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params,
-                const std::vector<float>& uniforms) override {
-    return inner_->sample(logits, params, uniforms);
-  }
   SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
     return inner_->sample_tokens(logits, batch);
   }

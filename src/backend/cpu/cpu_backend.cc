@@ -62,10 +62,6 @@ class CpuBackend final : public Backend {
   Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) override {
     return cpu::moe_experts(x, routing, experts);
   }
-  Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params,
-                const std::vector<float>& uniforms) override {
-    return cpu::sample(logits, params, uniforms);
-  }
   SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
     return cpu::sample_tokens(logits, batch);
   }

@@ -35,7 +35,6 @@ Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionB
 Routing route(const Tensor& logits, const Tensor& bias, const RouterParams& params);
 Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts);
 
-Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params, const std::vector<float>& uniforms);
 SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch);
 
 // Checks used by every op: dtype and rank, with the op's name in the message.

@@ -247,6 +247,21 @@ TEST(CpuOps, GreedySoftmaxRouting) {
   EXPECT_NEAR(r.weights.data<float>()[1], std::exp(2.0) / z, 1e-6);
 }
 
+// One token per row of logits, each row with its own parameters and draw, no penalties.
+Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params, const std::vector<float>& uniforms) {
+  SamplingBatch batch;
+  for (size_t b = 0; b < params.size(); ++b) {
+    SamplingRow row;
+    row.params = params[b];
+    row.uniform = uniforms[b];
+    batch.rows.push_back(row);
+    batch.history_start.push_back(0);
+    batch.banned_start.push_back(0);
+  }
+  Tensor copy = logits.clone();
+  return sample_tokens(copy, batch).tokens;
+}
+
 TEST(CpuOps, SamplingIsGreedyOrSeededInverseCdf) {
   Tensor logits = Tensor::empty(DType::kF32, {2, 4});
   float values[8] = {0.0f, 2.0f, 1.0f, -1.0f, 5.0f, 5.0f, 0.0f, 0.0f};

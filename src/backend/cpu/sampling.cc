@@ -127,17 +127,5 @@ SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) {
   return out;
 }
 
-Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params, const std::vector<float>& uniforms) {
-  expect_f32(logits, "sample", "logits", 2);
-  int64_t B = logits.dim(0), V = logits.dim(1);
-  DSINFER_CHECK(static_cast<int64_t>(params.size()) == B && static_cast<int64_t>(uniforms.size()) == B,
-                "sample: ", B, " rows but ", params.size(), " parameter sets and ", uniforms.size(), " draws");
-  Tensor out = Tensor::empty(DType::kI32, {B});
-  parallel_for(B, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b)
-      out.data<int32_t>()[b] = sample_row(logits.data<float>() + b * V, V, params[b], uniforms[b]);
-  });
-  return out;
-}
 
 }  // namespace dsinfer::backend::cpu

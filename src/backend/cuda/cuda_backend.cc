@@ -311,26 +311,6 @@ class CudaBackend final : public Backend, public CudaContext {
     return ops_->moe_experts(activation(x), routing, experts);
   }
 
-  Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params,
-                const std::vector<float>& uniforms) override {
-    DSINFER_CHECK(params.size() == uniforms.size(), "sample: ", params.size(), " parameter sets and ",
-                  uniforms.size(), " draws");
-    SamplingBatch batch;
-    for (size_t i = 0; i < params.size(); ++i) {
-      SamplingRow row;
-      row.params = params[i];
-      row.uniform = uniforms[i];
-      batch.rows.push_back(row);
-      batch.history_start.push_back(0);
-      batch.banned_start.push_back(0);
-    }
-    // sample() leaves its input alone; sample_tokens may overwrite the logits it is given.
-    Tensor copy = allocate(DType::kF32, logits.shape());
-    Tensor source = logits.device() == Device::kCuda ? logits : to_device(logits);
-    DSINFER_CUDA_CHECK(cudaMemcpyAsync(copy.raw(), source.raw(), source.nbytes(), cudaMemcpyDeviceToDevice, stream_));
-    return sample_tokens(copy, batch).tokens;
-  }
-
   SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
     Tensor device_logits = logits.device() == Device::kCuda ? logits : to_device(logits);
     return ops_->sample_tokens(device_logits, batch);
