@@ -8,7 +8,7 @@
 #   2. the same step on the 3-layer bf16 model ANCHORS.md's Hugging Face figures were measured on
 #      (batch 1 and 32), for tokens/s against transformers;
 #   3. generate_bench and `dsinfer bench serve` against `dsinfer serve --device cuda` on the bundled
-#      model.
+#      model, with the overlap scheduler and with --disable-overlap-schedule.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -25,14 +25,22 @@ trap '[[ -n "${server:-}" ]] && kill "$server" 2>/dev/null || true' EXIT
   --out "$results/model_step_v3-3-layers_$gpu.json"
 "$BUILD"/bench/generate_bench --model models/dsv3-tiny --device cuda --out "$results/generate_gpu_dsv3-tiny_$gpu.json"
 
-"$BUILD"/dsinfer serve --model models/dsv3-tiny --served-model-name dsv3-tiny --device cuda --port "$PORT" \
-  > /tmp/dsinfer-serve.log 2>&1 &
-server=$!
-for _ in $(seq 300); do curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break; sleep 0.2; done
-"$BUILD"/dsinfer bench serve --base-url "http://127.0.0.1:$PORT" --input-len 128 --output-len 128 \
-  --num-prompts 512 --max-concurrency 128 --disable-progress --out "$results/serve_gpu_dsv3-tiny_$gpu.json"
-kill "$server"
-server=
+# The serving run twice: with the overlap scheduler (the default) and without it.
+serve_run() {  # serve_run RESULT_FILE [SERVE FLAGS...]
+  local out=$1
+  shift
+  "$BUILD"/dsinfer serve --model models/dsv3-tiny --served-model-name dsv3-tiny --device cuda --port "$PORT" "$@" \
+    > /tmp/dsinfer-serve.log 2>&1 &
+  server=$!
+  for _ in $(seq 300); do curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break; sleep 0.2; done
+  "$BUILD"/dsinfer bench serve --base-url "http://127.0.0.1:$PORT" --input-len 128 --output-len 128 \
+    --num-prompts 512 --max-concurrency 128 --disable-progress --out "$out"
+  kill "$server"
+  wait "$server" 2>/dev/null || true
+  server=
+}
+serve_run "$results/serve_gpu_dsv3-tiny_$gpu.json"
+serve_run "$results/serve_gpu_no-overlap_dsv3-tiny_$gpu.json" --disable-overlap-schedule
 
 # Anchors that are not measured in this run: the Hugging Face figures of ANCHORS.md (same GPU kind),
 # and batch-1 generation for the serving run.
@@ -45,17 +53,26 @@ result = json.load(open(path))
 fig = result["figures"]
 fig["tokens_per_s_b1"] = 1e3 / fig["decode_ms_b1"]
 fig["tokens_per_s_b32"] = 32e3 / fig["decode_ms_b32"]
+# Steps back to back as the engine's overlap scheduler runs them: what `dsinfer generate` and the server get.
+fig["tokens_per_s_overlapped_b1"] = 1e3 / fig["decode_overlapped_ms_b1"]
+fig["tokens_per_s_overlapped_b32"] = 32e3 / fig["decode_overlapped_ms_b32"]
 if hf:
     result["anchor"] = {"name": f"Hugging Face transformers 5.17, the same 3-layer V3-width bf16 model, on an {gpu.upper()} (ANCHORS.md)",
                         "tokens_per_s_b1": hf[0], "tokens_per_s_b32": hf[1], "prefill_tokens_per_s": hf[2]}
     fig["speedup_vs_hf_b1"] = fig["tokens_per_s_b1"] / hf[0]
     fig["speedup_vs_hf_b32"] = fig["tokens_per_s_b32"] / hf[1]
+    fig["speedup_vs_hf_overlapped_b1"] = fig["tokens_per_s_overlapped_b1"] / hf[0]
+    fig["speedup_vs_hf_overlapped_b32"] = fig["tokens_per_s_overlapped_b32"] / hf[1]
 json.dump(result, open(path, "w"), indent=2)
-serve = f"{results}/serve_gpu_dsv3-tiny_{gpu}.json"
-result = json.load(open(serve))
 batch1 = json.load(open(f"{results}/generate_gpu_dsv3-tiny_{gpu}.json"))["figures"]["decode_tokens_per_s"]
-result["anchor"] = {"name": "batch-1 decode of the same model on the same GPU (generate_bench)", "output_throughput": batch1}
-json.dump(result, open(serve, "w"), indent=2)
+for name in ("serve_gpu", "serve_gpu_no-overlap"):
+    serve = f"{results}/{name}_dsv3-tiny_{gpu}.json"
+    result = json.load(open(serve))
+    result["anchor"] = {"name": "batch-1 decode of the same model on the same GPU (generate_bench)",
+                        "output_throughput": batch1}
+    if name == "serve_gpu_no-overlap":
+        result["config"]["overlap_schedule"] = False
+    json.dump(result, open(serve, "w"), indent=2)
 PY
 if [[ -n "${OUT:-}" ]]; then cp "$results"/*_"$gpu".json "$OUT"/; fi
 echo "run_gpu: results in $results"

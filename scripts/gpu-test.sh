@@ -3,8 +3,8 @@
 # GPU machine through one script"). `make test` runs everything that needs no GPU; this runs the rest:
 #   1. the conformance harness: every CUDA op against the CPU op at real DeepSeek-V3 shapes, with
 #      the fast kernels and with the reference kernels;
-#   2. the fixture models (bf16, FP8, V2-Lite-like) on the GPU against Hugging Face's logits, and
-#      CUDA graph replay against eager execution;
+#   2. the fixture models (bf16, FP8, V2-Lite-like) on the GPU against Hugging Face's logits, CUDA
+#      graph replay against eager execution, and overlapped steps against synchronous ones;
 #   3. the server end to end on the GPU (engine, sampling, streaming, failures) over the fixture
 #      and the bundled models;
 #   4. compute-sanitizer memcheck over the conformance harness.
@@ -36,6 +36,7 @@ step() {  # step NAME COMMAND...: runs it, keeps its log, records a failure
 step conformance "$build/src/backend/cuda/cuda_conformance_test"
 step models env DSINFER_TEST_DEVICE=cuda "$build/src/model/model_test"
 step graphs "$build/src/model/decode_graphs_test"
+step overlap "$build/src/runtime/overlap_executor_test"
 # Bit-exact batch invariance (a batched request gives exactly its solo tokens) is a CPU property
 # (DESIGN.md, "The device step", item 7): on the GPU a near-tie may resolve differently with
 # another batch. Those tests run on the CPU in `make test` and are left out here.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing dsinfer needs, skipping what is already there (idempotent).
-# Debian packages only for now; pinned PyPI wheels are added here when a build step needs one.
+# Debian packages, then pinned PyPI sources built into the git-ignored .deps/ (xgrammar's C++ core).
 set -euo pipefail
 
 packages=(
@@ -10,6 +10,7 @@ packages=(
   clang libclang-rt-14-dev                       # libFuzzer targets (make fuzz)
   libboost-dev                                   # HTTP server and client (Boost.Beast, header-only)
   xz-utils                                       # xz: the build decompresses tests/fixtures/*.xz
+  curl ca-certificates                           # pinned PyPI sources (tools/setup_xgrammar.sh)
 )
 
 missing=()
@@ -27,3 +28,5 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+"$(dirname "$0")/setup_xgrammar.sh"

@@ -10,6 +10,8 @@
 // as the engine runs it (its CUDA graph replayed on a GPU unless --enforce-eager, and timed eagerly
 // too) is timed on the host clock with backend.synchronize() before and after, so its launches and
 // the copy of B tokens to the host count; median and p10/p90 of --steps steps after --warmup steps.
+// On a GPU the steps are also run back to back as the overlap scheduler runs them (each queued before
+// the previous one's tokens are waited for): the mean time per step is decode_overlapped_ms.
 //
 // Roofline of a decode step at batch B, L kept layers (the MTP module is loaded but not run):
 //   bytes = the weights the step must read, in their stored dtype (io::checkpoint_tensors; FP8 with
@@ -30,6 +32,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -226,6 +229,7 @@ struct DecodeResult {
   int64_t batch = 0;
   double median_ms = 0, p10_ms = 0, p90_ms = 0;
   std::optional<double> eager_ms;  // the same step without graphs (when median_ms is with them)
+  std::optional<double> overlapped_ms;  // per step, steps pipelined as the overlap scheduler runs them
   int64_t non_finite_logits = 0;
   StepRoofline roofline;
 };
@@ -250,6 +254,39 @@ backend::SampledTokens decode_step(const model::DeepseekModel& model, model::Lat
   std::optional<Tensor> replayed = graphs ? graphs->logits(step) : std::nullopt;
   Tensor logits = replayed ? *replayed : model.forward_on_device(step, cache).logits;
   return model.backend().sample_tokens(logits, sampling);
+}
+
+// Steps back to back as the engine's overlap scheduler runs them on a GPU (runtime/executor.cc): each
+// step is queued before the previous one's tokens are waited for, and takes them as its inputs
+// through placeholders resolved on the device. Returns the mean time per step over `steps` steps.
+double time_overlapped(const model::DeepseekModel& model, model::LatentCache& cache, model::DecodeGraphs* graphs,
+                       int64_t batch, int64_t context, int64_t steps) {
+  backend::Backend& backend = model.backend();
+  const model::ForwardBatch first = decode_batch(batch, context, model.config().vocab_size);
+  model::ForwardBatch next = first;
+  for (int64_t r = 0; r < batch; ++r) next.token_ids[r] = -static_cast<int32_t>(r) - 1;
+  const backend::SamplingBatch sampling = greedy_rows(batch);
+  std::deque<std::unique_ptr<backend::PendingTokens>> pending;
+  Tensor previous;
+  backend.synchronize();
+  const Clock::time_point start = Clock::now();
+  for (int64_t i = 0; i < steps; ++i) {
+    const model::ForwardBatch& step = i == 0 ? first : next;
+    const Tensor* inputs = i == 0 ? nullptr : &previous;
+    std::optional<Tensor> replayed = graphs ? graphs->logits(step, inputs) : std::nullopt;
+    Tensor logits = replayed ? *replayed : model.forward_on_device(step, cache, inputs).logits;
+    pending.push_back(backend.queue_sample_tokens(logits, sampling));
+    previous = pending.back()->device_tokens();
+    if (pending.size() == 2) {
+      (void)pending.front()->wait();
+      pending.pop_front();
+    }
+  }
+  while (!pending.empty()) {
+    (void)pending.front()->wait();
+    pending.pop_front();
+  }
+  return seconds_since(start) * 1e3 / static_cast<double>(steps);
 }
 
 DecodeResult time_decode(const model::DeepseekModel& model, model::LatentCache& cache, model::DecodeGraphs* graphs,
@@ -321,10 +358,13 @@ int run(int argc, char** argv) {
   flags.add_double("reserve-gib", "GPU memory kept free beyond the cache, for activations", 8.0);
   flags.add_int("threads", "CPU threads (0: all)", 0);
   flags.add_int("fp8-gemv-max-rows", "GPU: FP8 linears with at most this many rows use the GEMV (default: the backend's)");
-  flags.add_int("bf16-gemv-max-rows", "GPU: bf16 linears with K <= 2048 and at most this many rows use the GEMV "
-                "(default: the backend's)");
+  flags.add_int("bf16-gemv-max-rows", "GPU: bf16 linears with at most this many rows use the GEMV (default: the "
+                "backend's)");
   flags.add_int("mla-min-split-pages", "GPU: fewest cache pages an MLA decode chunk covers (default: the backend's)");
   flags.add_int("moe-gemv-max-rows", "GPU: experts with at most this many rows use the GEMV (default: the backend's)");
+  flags.add_int("moe-fp8-mma-max-rows", "GPU: FP8 experts with 1..this many rows use the FP8-activation kernels "
+                "(0: never; default: the backend's)");
+  flags.add_bool("mla-mma-sync", "GPU: MLA decode on the mma.sync kernel instead of the WGMMA one");
   flags.add_bool("enforce-eager", "GPU: no CUDA graphs (by default decode steps replay graphs, and eager steps are "
                  "timed too)");
   flags.add_string("out", "FILE", "result JSON (default bench/results/model_step_<config>_<device>.json)");
@@ -361,6 +401,9 @@ int run(int argc, char** argv) {
       cuda_options.mla_min_split_pages = static_cast<int>(flags.get_int("mla-min-split-pages"));
     if (flags.has("moe-gemv-max-rows"))
       cuda_options.moe_gemv_max_rows = static_cast<int>(flags.get_int("moe-gemv-max-rows"));
+    cuda_options.mla_wgmma = !flags.get_bool("mla-mma-sync");
+    if (flags.has("moe-fp8-mma-max-rows"))
+      cuda_options.moe_fp8_mma_max_rows = static_cast<int>(flags.get_int("moe-fp8-mma-max-rows"));
     backend = backend::cuda::make_cuda_backend(cuda_options);
   }
 #endif
@@ -453,11 +496,12 @@ int run(int argc, char** argv) {
   std::vector<DecodeResult> decodes;
   std::printf("\ndecode at context %lld: median of %lld steps (p10, p90), host clock around forward + device sampling\n",
               static_cast<long long>(context), static_cast<long long>(steps));
-  std::printf("%6s %10s %9s %9s %9s %10s %11s %9s %8s %10s %11s %7s\n", "batch", "step ms", "p10 ms", "p90 ms",
-              "eager ms", "tokens/s", "weights GB", "cache GB", "TFLOP", "logits MB", "roofline ms", "ratio");
+  std::printf("%6s %10s %9s %9s %9s %9s %10s %11s %9s %8s %10s %11s %7s\n", "batch", "step ms", "p10 ms", "p90 ms",
+              "eager ms", "overlap", "tokens/s", "weights GB", "cache GB", "TFLOP", "logits MB", "roofline ms", "ratio");
   for (int64_t batch : batches) {
     DecodeResult result = time_decode(*model, cache, graphs.get(), batch, context, warmup, steps);
     if (graphs) result.eager_ms = time_decode(*model, cache, nullptr, batch, context, warmup, steps).median_ms;
+    if (on_gpu) result.overlapped_ms = time_overlapped(*model, cache, graphs.get(), batch, context, steps);
     result.roofline = decode_roofline(census, config, batch, context, cache_element_bytes, ceilings);
     const StepRoofline& r = result.roofline;
     char roofline_text[32] = "-", ratio_text[32] = "-";
@@ -465,10 +509,11 @@ int run(int argc, char** argv) {
       std::snprintf(roofline_text, sizeof(roofline_text), "%.3f", *r.ms);
       std::snprintf(ratio_text, sizeof(ratio_text), "%.2f", result.median_ms / *r.ms);
     }
-    char eager_text[32] = "-";
+    char eager_text[32] = "-", overlapped_text[32] = "-";
     if (result.eager_ms) std::snprintf(eager_text, sizeof(eager_text), "%.3f", *result.eager_ms);
-    std::printf("%6lld %10.3f %9.3f %9.3f %9s %10.1f %11.3f %9.3f %8.3f %10.2f %11s %7s\n", static_cast<long long>(batch),
-                result.median_ms, result.p10_ms, result.p90_ms, eager_text,
+    if (result.overlapped_ms) std::snprintf(overlapped_text, sizeof(overlapped_text), "%.3f", *result.overlapped_ms);
+    std::printf("%6lld %10.3f %9.3f %9.3f %9s %9s %10.1f %11.3f %9.3f %8.3f %10.2f %11s %7s\n",
+                static_cast<long long>(batch), result.median_ms, result.p10_ms, result.p90_ms, eager_text, overlapped_text,
                 static_cast<double>(batch) / result.median_ms * 1e3,
                 r.weight_bytes / 1e9, r.cache_bytes / 1e9, r.flops / 1e12,
                 static_cast<double>(batch * config.vocab_size * 4) / 1e6, roofline_text, ratio_text);
@@ -504,8 +549,10 @@ int run(int argc, char** argv) {
   run_config["moe_layers"] = moe_layers;
   run_config["weights"] = fp8 ? "dummy, FP8 128x128 blocks as the checkpoint stores them" : "dummy, bf16";
   run_config["device_option"] = device;
-  for (const char* knob : {"fp8-gemv-max-rows", "bf16-gemv-max-rows", "moe-gemv-max-rows", "mla-min-split-pages"})
+  for (const char* knob : {"fp8-gemv-max-rows", "bf16-gemv-max-rows", "moe-gemv-max-rows", "mla-min-split-pages",
+                           "moe-fp8-mma-max-rows"})
     if (flags.has(knob)) run_config[knob] = flags.get_int(knob);
+  if (flags.get_bool("mla-mma-sync")) run_config["mla-mma-sync"] = true;
   Json batch_list = Json::array();
   for (int64_t batch : batches) batch_list.push_back(batch);
   run_config["batches"] = batch_list;
@@ -522,7 +569,9 @@ int run(int argc, char** argv) {
   run_config["timing"] =
       "host steady_clock around one decode step as the engine runs it (the CUDA graph of its bucket replayed when "
       "cuda_graphs, then device-side greedy sampling; B tokens come back), backend.synchronize() before and after; "
-      "decode_eager_ms: the same step launched op by op";
+      "decode_eager_ms: the same step launched op by op; decode_overlapped_ms: the mean over --steps steps run back to "
+      "back as the overlap scheduler runs them (each queued before the previous one's tokens are waited for, its "
+      "inputs those tokens through placeholders resolved on the device)";
   if (!on_gpu) run_config["threads"] = num_threads();
   result["config"] = run_config;
 
@@ -534,6 +583,7 @@ int run(int argc, char** argv) {
     figures["decode_p10_ms_b" + b] = d.p10_ms;
     figures["decode_p90_ms_b" + b] = d.p90_ms;
     if (d.eager_ms) figures["decode_eager_ms_b" + b] = *d.eager_ms;
+    if (d.overlapped_ms) figures["decode_overlapped_ms_b" + b] = *d.overlapped_ms;
     figures["roofline_ms_b" + b] = optional_number(d.roofline.ms);
     figures["ratio_b" + b] = d.roofline.ms ? Json(d.median_ms / *d.roofline.ms) : Json();  // measured / roofline
     anchor["decode_ms_b" + b] = optional_number(d.roofline.ms);

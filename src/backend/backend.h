@@ -170,6 +170,18 @@ struct SampledTokens {
   Tensor top_logprobs;  // [B, N] f32    fewer than N have their first entries valid
 };
 
+// A sampling whose work is queued but not waited for (Backend::queue_sample_tokens): the overlap
+// scheduler launches the next step before this one's tokens reach the host.
+class PendingTokens {
+ public:
+  virtual ~PendingTokens() = default;
+  // The sampled tokens [B] int32 where the backend keeps them (device memory on a GPU), for the next
+  // step's placeholders (Backend::resolve_placeholders). Valid while this object lives.
+  virtual const Tensor& device_tokens() const = 0;
+  // Waits for the sampling and its copy to the host. Call once.
+  virtual SampledTokens wait() = 0;
+};
+
 // Recorded device work that replays without the host launching each op (a CUDA graph).
 class StepGraph {
  public:
@@ -286,7 +298,34 @@ class Backend {
   // overwrite), the results copied to the host. One uniform draw per row (from the caller's seeded
   // generators) makes the op deterministic; greedy rows ignore their draw.
   virtual SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) = 0;
+  // The same, queued: returns once the work (and the copy of its results to pinned host memory) is
+  // queued. The CPU samples at once and returns a finished handle. A device backend keeps the
+  // buffers of two handles alive at once: wait for one before queueing a third.
+  virtual std::unique_ptr<PendingTokens> queue_sample_tokens(Tensor& logits, const SamplingBatch& batch);
+  // Placeholders in a step's token ids (the overlap scheduler's inputs whose tokens an earlier step
+  // sampled and the host has not seen): every id -(r + 1) in token_ids [T] int32 becomes
+  // previous[r] (previous: PendingTokens::device_tokens of that step); other ids stay. In place, on
+  // the backend's device: pass the step's ids through to_device after begin_step to rewrite the
+  // uploaded copy that the step's ops (and a replayed graph) read. The caller checks on the host,
+  // before this is queued, that every placeholder names a row of previous (model::DeepseekModel's
+  // validate does); the CPU op throws on one that does not.
+  virtual void resolve_placeholders(Tensor& token_ids, const Tensor& previous) = 0;
 };
+
+// A sampling already done: the default queue_sample_tokens (the CPU samples synchronously).
+class ReadyTokens final : public PendingTokens {
+ public:
+  explicit ReadyTokens(SampledTokens tokens) : tokens_(std::move(tokens)) {}
+  const Tensor& device_tokens() const override { return tokens_.tokens; }
+  SampledTokens wait() override { return tokens_; }
+
+ private:
+  SampledTokens tokens_;
+};
+
+inline std::unique_ptr<PendingTokens> Backend::queue_sample_tokens(Tensor& logits, const SamplingBatch& batch) {
+  return std::make_unique<ReadyTokens>(sample_tokens(logits, batch));
+}
 
 std::unique_ptr<Backend> make_cpu_backend();
 

@@ -92,6 +92,7 @@ int run_generate(int argc, char** argv) {
   auto prompt_tokens = static_cast<int64_t>(prompt.size());
   runtime::EngineConfig config = runtime::offline_engine_config(1, prompt_tokens, max_new_tokens);
   config.cuda_graph_max_batch = cuda_graph_max_batch(flags);
+  config.overlap_schedule = !flags.get_bool("disable-overlap-schedule");
   runtime::Engine engine(*model, tokenizer, config);
   // The context bounds the output too, as when serving.
   max_new_tokens = std::min(max_new_tokens, std::max<int64_t>(0, engine.max_model_len() - prompt_tokens));

@@ -26,6 +26,8 @@ void add_model_flags(Flags& flags) {
   flags.add_int("cuda-graph-max-bs", "GPU: decode steps of up to this many sequences replay CUDA graphs", 256);
   flags.add_bool("enforce-eager", "GPU: no CUDA graphs; every step launches op by op (also --disable-cuda-graph)");
   flags.add_bool("disable-cuda-graph", "the same as --enforce-eager (SGLang's spelling)");
+  flags.add_bool("disable-overlap-schedule", "GPU: plan each step after the previous one's tokens are back, instead "
+                 "of while the device runs it (SGLang's spelling)");
 }
 
 int64_t cuda_graph_max_batch(const Flags& flags) {

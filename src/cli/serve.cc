@@ -116,6 +116,22 @@ server::HttpServerOptions http_options(const Flags& flags) {
 
 }  // namespace
 
+// What the gateway routes report about the model (/server_info, /model_info): its directory and
+// config.json's model_type and architectures, read before the weights load.
+server::GatewayOptions gateway_options(const std::string& dir) {
+  server::GatewayOptions gateway;
+  gateway.model_path = dir;
+  gateway.tokenizer_path = dir;
+  const std::string config_file = dir + "/config.json";
+  if (!file_exists(config_file)) return gateway;  // the load reports what is missing
+  Json config = Json::parse(read_file(config_file));
+  if (const Json* type = config.find("model_type"); type && type->is_string()) gateway.model_type = type->as_string();
+  if (const Json* architectures = config.find("architectures"); architectures && architectures->is_array())
+    for (const Json& name : architectures->as_array())
+      if (name.is_string()) gateway.architectures.push_back(name.as_string());
+  return gateway;
+}
+
 int run_serve(int argc, char** argv) {
   Flags flags = serve_flags();
   if (!flags.parse(argc, argv)) return 0;
@@ -156,6 +172,8 @@ int run_serve(int argc, char** argv) {
   options.commit = kCommit;
   options.tool_call_parser = flags.get_string("tool-call-parser");
   options.enable_auto_tool_choice = flags.get_bool("enable-auto-tool-choice");
+  options.log_requests = log_requests_enabled(flags);
+  options.gateway = gateway_options(dir);
   // A template that does not parse stops the start, before the model loads.
   std::unique_ptr<chat::ChatTemplate> chat_template;
   if (flags.has("chat-template")) {
@@ -191,6 +209,7 @@ int run_serve(int argc, char** argv) {
   config.enable_prefix_caching = prefix_caching_enabled(flags);
   config.seed = static_cast<uint64_t>(flags.get_int("seed"));
   config.cuda_graph_max_batch = cuda_graph_max_batch(flags);
+  config.overlap_schedule = !flags.get_bool("disable-overlap-schedule");
   if (backend->device() != Device::kCpu && config.num_pages == 0) {
     // The GPU's memory plan: a dry run of the largest steps, then pages from what is left.
     runtime::MemoryPlanInputs inputs;

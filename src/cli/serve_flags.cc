@@ -53,6 +53,8 @@ Flags serve_flags() {
   flags.add_int("keep-alive-timeout", "seconds an idle keep-alive connection is kept (0: forever)", 300);
   flags.add_int("max-queued-mb", "MiB of unsent stream a client may leave queued before it is dropped", 16);
   flags.add_int("request-threads", "threads that parse, render and tokenize requests beside the event loop", 4);
+  flags.add_bool("disable-log-requests", "do not log a line per finished request (its id, prompt and output tokens, "
+                 "time to first token, total time and finish reason)");
   flags.add_int("shutdown-timeout", "seconds SIGTERM/SIGINT leaves running requests to finish before ending them "
                 "with an error (0: at once; a second signal also ends them at once)", 30);
   flags.add_int("threads", "CPU threads for the model (0: all cores)", 0);
@@ -109,6 +111,8 @@ bool prefix_caching_enabled(const Flags& flags) {
                 "--enable-prefix-caching and --no-enable-prefix-caching contradict each other; give one");
   return !flags.get_bool("no-enable-prefix-caching");
 }
+
+bool log_requests_enabled(const Flags& flags) { return !flags.get_bool("disable-log-requests"); }
 
 std::vector<std::string> allowed_origins(const Flags& flags) {
   const std::string text(trim(flags.get_string("allowed-origins")));

@@ -19,6 +19,7 @@ void check_serve_flags(const Flags& flags);
 
 bool reasoning_enabled(const Flags& flags);       // --reasoning-parser deepseek-r1 | deepseek_r1
 bool prefix_caching_enabled(const Flags& flags);  // on unless --no-enable-prefix-caching
+bool log_requests_enabled(const Flags& flags);    // a log line per finished request unless --disable-log-requests
 
 // --allowed-origins as a list: a JSON list or comma-separated; empty: CORS off.
 std::vector<std::string> allowed_origins(const Flags& flags);

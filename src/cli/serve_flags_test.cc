@@ -97,6 +97,12 @@ TEST(ServeFlags, AllowedOriginsTakeVllmsJsonListOrCommas) {
   EXPECT_NE(refusal({"/m", "--allowed-origins", "[\"a\""}).find("--allowed-origins"), std::string::npos);
 }
 
+TEST(ServeFlags, RequestsAreLoggedUnlessDisableLogRequestsIsGiven) {
+  EXPECT_TRUE(log_requests_enabled(parsed({"/m"})));
+  EXPECT_FALSE(log_requests_enabled(parsed({"/m", "--disable-log-requests"})));
+  EXPECT_NE(serve_flags().help().find("--disable-log-requests"), std::string::npos);
+}
+
 TEST(ServeFlags, HelpSaysWhatHasNoEffectAndWhichIssueBringsTheRest) {
   std::string help = serve_flags().help();
   for (const char* expected : {"(also --model-path)", "(also --mem-fraction-static)", "no effect", "issue 9",

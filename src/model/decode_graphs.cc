@@ -63,7 +63,7 @@ int DecodeGraphs::bucket_for(const ForwardBatch& batch) const {
   return 0;
 }
 
-std::optional<Tensor> DecodeGraphs::logits(const ForwardBatch& batch) {
+std::optional<Tensor> DecodeGraphs::logits(const ForwardBatch& batch, const Tensor* previous) {
   const int rows = bucket_for(batch);
   if (rows == 0) return std::nullopt;
   auto it = std::find_if(graphs_.begin(), graphs_.end(), [&](const auto& g) { return g->rows == rows; });
@@ -72,7 +72,7 @@ std::optional<Tensor> DecodeGraphs::logits(const ForwardBatch& batch) {
   for (int64_t slot : batch.attention.slot_mapping)
     DSINFER_CHECK(slot >= 0 && slot < slots, "decode step: cache slot ", slot, " outside the cache of ", slots);
   pad(batch, rows);
-  model_.prepare(padded_);
+  model_.prepare(padded_, previous);  // padding rows are token 0, never a placeholder
   Graph& graph = **it;
   if (!graph.graph->replay()) {
     // The step metadata moved (a larger step grew its device buffer): record this bucket again

@@ -41,9 +41,10 @@ class DecodeGraphs {
   std::vector<int> buckets() const;
   // The bucket that runs `batch` (0: none; the step runs eagerly).
   int bucket_for(const ForwardBatch& batch) const;
-  // forward_on_device(batch).logits by replaying its bucket's graph, or nothing when no bucket takes
-  // the step: then run it eagerly.
-  std::optional<Tensor> logits(const ForwardBatch& batch);
+  // forward_on_device(batch, previous).logits by replaying its bucket's graph, or nothing when no
+  // bucket takes the step: then run it eagerly. `previous` as DeepseekModel::prepare takes it (the
+  // placeholders are resolved in the uploaded ids, before the replay reads them).
+  std::optional<Tensor> logits(const ForwardBatch& batch, const Tensor* previous = nullptr);
 
  private:
   struct Graph;

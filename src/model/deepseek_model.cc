@@ -1,5 +1,7 @@
 #include "model/deepseek_model.h"
 
+#include <algorithm>
+
 #include "core/log.h"
 
 #include "model/rope_table.h"
@@ -62,10 +64,14 @@ LatentCache DeepseekModel::make_cache(int64_t pages) const {
   return LatentCache(backend_, num_cache_layers(), pages, cache_width(), cache_dtype());
 }
 
-void DeepseekModel::validate(const ForwardBatch& batch) const {
-  for (int32_t id : batch.token_ids)
+void DeepseekModel::validate(const ForwardBatch& batch, int64_t previous_rows) const {
+  for (int32_t id : batch.token_ids) {
+    if (id < 0 && -static_cast<int64_t>(id) <= previous_rows) continue;  // a placeholder for a sampled token
     DSINFER_CHECK(id >= 0 && id < config_.vocab_size, "token id ", id, " is outside the vocabulary of ",
-                  config_.vocab_size);
+                  config_.vocab_size, previous_rows > 0 ? str_cat(" and names no row of the previous step's ",
+                                                                  previous_rows, " tokens")
+                                                        : std::string());
+  }
   for (int32_t position : batch.attention.positions)
     DSINFER_CHECK(position < max_positions(), "position ", position, " exceeds the model's ", max_positions(),
                   " positions");
@@ -77,17 +83,26 @@ ForwardResult DeepseekModel::forward(const ForwardBatch& batch, LatentCache& cac
   return result;
 }
 
-ForwardResult DeepseekModel::forward_on_device(const ForwardBatch& batch, LatentCache& cache) const {
-  prepare(batch);
+ForwardResult DeepseekModel::forward_on_device(const ForwardBatch& batch, LatentCache& cache,
+                                                const Tensor* previous) const {
+  prepare(batch, previous);
   ForwardResult result;
   result.hidden = hidden_states(batch, cache);
   result.logits = logits(result.hidden, batch);
   return result;
 }
 
-void DeepseekModel::prepare(const ForwardBatch& batch) const {
-  validate(batch);
+void DeepseekModel::prepare(const ForwardBatch& batch, const Tensor* previous) const {
+  const bool placeholders =
+      previous && std::any_of(batch.token_ids.begin(), batch.token_ids.end(), [](int32_t id) { return id < 0; });
+  DSINFER_CHECK(!placeholders || backend_.device() != Device::kCpu,
+                "a batch with placeholder tokens runs on a device backend only (CPU steps are not overlapped)");
+  validate(batch, placeholders ? previous->numel() : 0);
   backend_.begin_step(batch.step_context());
+  if (placeholders) {
+    Tensor ids = step_token_ids(backend_, batch);  // the uploaded copy, rewritten in place
+    backend_.resolve_placeholders(ids, *previous);
+  }
 }
 
 Tensor DeepseekModel::hidden_states(const ForwardBatch& batch, LatentCache& cache) const {

@@ -55,12 +55,16 @@ class DeepseekModel {
   // One forward pass; the logits come back to the host (tests, tools).
   ForwardResult forward(const ForwardBatch& batch, LatentCache& cache) const;
   // The same with the logits left on the device, for the device-side sampler (the engine's path).
-  ForwardResult forward_on_device(const ForwardBatch& batch, LatentCache& cache) const;
+  // `previous`: the tokens sampled by the step launched just before (PendingTokens::device_tokens),
+  // which the placeholders -(r + 1) among batch.token_ids stand for (the overlap scheduler's inputs);
+  // null when the batch has none. Placeholders need a device backend: a CPU batch is never rewritten.
+  ForwardResult forward_on_device(const ForwardBatch& batch, LatentCache& cache,
+                                  const Tensor* previous = nullptr) const;
   // forward_on_device in its three parts, for CUDA graphs (model/decode_graphs.h), which record the
-  // middle one: prepare validates the batch and uploads its metadata (Backend::begin_step);
-  // hidden_states queues the embedding, the layers and the final norm -> [T, hidden]; logits queues
-  // the head over hidden[batch.logit_rows] -> [rows, vocab] f32.
-  void prepare(const ForwardBatch& batch) const;
+  // middle one: prepare validates the batch, uploads its metadata (Backend::begin_step) and resolves
+  // its placeholders in the uploaded ids; hidden_states queues the embedding, the layers and the
+  // final norm -> [T, hidden]; logits queues the head over hidden[batch.logit_rows] -> [rows, vocab] f32.
+  void prepare(const ForwardBatch& batch, const Tensor* previous = nullptr) const;
   Tensor hidden_states(const ForwardBatch& batch, LatentCache& cache) const;
   Tensor logits(const Tensor& hidden, const ForwardBatch& batch) const;
   // MTP module `module` (0-based); see MtpModule::forward.
@@ -68,7 +72,8 @@ class DeepseekModel {
                             LatentCache& cache) const;
 
  private:
-  void validate(const ForwardBatch& batch) const;
+  // Placeholders may name rows of a previous step of previous_rows tokens (0: none allowed).
+  void validate(const ForwardBatch& batch, int64_t previous_rows = 0) const;
 
   io::ModelConfig config_;
   backend::Backend& backend_;

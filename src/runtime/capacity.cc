@@ -21,9 +21,12 @@ bool CapacityScheduler::make_free(int32_t pages) {
 
 void CapacityScheduler::release(Sequence& sequence) {
   // Full pages of computed tokens stay useful to later prompts (and to this one if it was
-  // preempted and comes back).
-  if (prefix_cache_ && sequence.num_computed >= page_size_)
-    prefix_cache_->insert(std::span(sequence.tokens).first(sequence.num_computed), sequence.pages);
+  // preempted and comes back). A placeholder (a token a failed or abandoned step was to sample)
+  // keys nothing: the pages are offered up to the first one.
+  const int64_t known = static_cast<int64_t>(sequence.tokens.size()) - sequence.unresolved;
+  const int64_t computed = std::min(sequence.num_computed, known);
+  if (prefix_cache_ && computed >= page_size_)
+    prefix_cache_->insert(std::span(sequence.tokens).first(computed), sequence.pages);
   for (int32_t page : sequence.pages) pool_.release(page);
   sequence.pages.clear();
   sequence.num_computed = 0;

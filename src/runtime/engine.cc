@@ -2,11 +2,11 @@
 // This file: the engine's lifecycle, the inbox, the loop, finishing and failing requests; one step
 // is in engine_step.cc.
 //
-// A step: plan (micro_batch.h) -> reserve pages (capacity.h) -> build the batch -> run the model
-// and sample (the device's part) -> bookkeeping and the engine's stop decisions (stop tokens,
-// length) -> hand compact per-request events to the output thread (output_processor.h), which
-// detokenizes, matches stop strings and calls the sinks. Building the batch (CPU) and running it
-// are separate calls so that the next step's preparation can later overlap the device's work.
+// A step: plan (micro_batch.h) -> reserve pages (capacity.h) -> build the batch -> launch the model
+// and sampling (the device's part) -> collect the tokens -> the engine's stop decisions (stop
+// tokens, length) -> hand compact per-request events to the output thread (output_processor.h),
+// which detokenizes, matches stop strings and calls the sinks. On a GPU the next step is planned
+// and launched before the previous one is collected (the overlap scheduler, engine_step.cc).
 //
 // Failures (step_error.h): what the device's part of a step throws fails that step's requests; a
 // FatalDeviceError, or an exception out of the engine's own bookkeeping, fails every request and
@@ -50,6 +50,7 @@ Engine::Impl::Impl(std::unique_ptr<StepExecutor> executor_in, const tokenizer::T
       capacity(pool, prefix_cache.get(), model::kPageSize,
                static_cast<int32_t>(config.watermark * pool.total())),
       seed_source(config.seed) {
+  overlap = config.overlap_schedule && executor->overlaps();
   eos_ids = executor->eos_token_ids();
   if (auto eos = tokenizer.eos_id()) eos_ids.push_back(*eos);
   publish_stats();
@@ -132,12 +133,14 @@ EngineSequence* Engine::Impl::find_live(RequestId id) {
 void Engine::Impl::take_inbox() {
   std::vector<RequestId> aborts;
   std::vector<EndedRequest> ended;
+  std::vector<std::promise<bool>> flushes;
   {
     std::lock_guard<std::mutex> lock(inbox_mutex);
     for (auto& sequence : inbox) waiting.push_back(std::move(sequence));
     inbox.clear();
     aborts.swap(abort_requests);
     ended.swap(ended_requests);
+    flushes.swap(flush_requests);
   }
   for (RequestId id : aborts)
     if (EngineSequence* sequence = find_live(id)) abort_sequence(*sequence);
@@ -145,6 +148,16 @@ void Engine::Impl::take_inbox() {
     if (EngineSequence* sequence = find_live(request.id))
       finish(*sequence, request.reason, emit(*sequence), request.completion_tokens);
   drop_finished();
+  for (std::promise<bool>& flush : flushes) flush.set_value(flush_prefix_cache_if_idle());  // issue 12
+}
+
+// Issue 12 (/flush_cache). Idle, every cached page is held by the tree alone, so evicting as many
+// pages as it holds empties it.
+bool Engine::Impl::flush_prefix_cache_if_idle() {
+  if (!running.empty() || !waiting.empty() || in_flight) return false;
+  if (prefix_cache) prefix_cache->evict(prefix_cache->cached());
+  publish_stats();
+  return true;
 }
 
 void Engine::Impl::loop() {
@@ -152,7 +165,7 @@ void Engine::Impl::loop() {
   while (true) {
     inbox_ready.wait(lock, [&] {
       return stopping || !inbox.empty() || !abort_requests.empty() || !ended_requests.empty() ||
-             !running.empty() || !waiting.empty();
+             !flush_requests.empty() || !running.empty() || !waiting.empty() || in_flight.has_value();
     });
     if (stopping) break;
     lock.unlock();
@@ -185,9 +198,22 @@ void Engine::Impl::loop() {
   // Shutting down: what is still in flight or queued ends as aborted.
   for (auto& sequence : inbox) waiting.push_back(std::move(sequence));
   inbox.clear();
+  for (std::promise<bool>& flush : flush_requests) flush.set_value(false);  // issue 12
+  flush_requests.clear();
   lock.unlock();
-  for (auto& sequence : running) abort_sequence(*sequence);
-  for (auto& sequence : waiting) abort_sequence(*sequence);
+  if (in_flight) {  // its tokens are not wanted, but the device must be done with its pages
+    try {
+      (void)executor->collect();
+    } catch (const std::exception& error) {
+      log_warning("shutting down: the last step failed: ", error.what());
+    }
+    for (const ScheduledWork& w : in_flight->work) --engine_sequence(*w.sequence).steps_in_flight;
+    in_flight.reset();
+  }
+  for (auto& sequence : running)
+    if (sequence->state < RequestState::kFinished) abort_sequence(*sequence);
+  for (auto& sequence : waiting)
+    if (sequence->state < RequestState::kFinished) abort_sequence(*sequence);
   drop_finished();
   flush_outputs();
 }
@@ -202,7 +228,12 @@ void Engine::Impl::finish(EngineSequence& sequence, FinishReason reason, OutputE
   capacity.release(sequence);
   metrics.prompt_tokens += sequence.prompt_length;
   ++finished_counter(metrics, reason);
-  int64_t tokens = output_tokens >= 0 ? output_tokens : sequence.output_length();
+  int64_t tokens = output_tokens >= 0 ? output_tokens : sequence.known_output_length();
+  // Issue 12: vLLM's per-request histograms (prompt and output tokens, prefill and decode time).
+  metrics.observe_finished_request(
+      sequence.prompt_length, tokens,
+      sequence.scheduled_once ? seconds_between(sequence.arrival, sequence.first_scheduled) : -1.0,
+      sequence.ttft_seconds, seconds_between(sequence.arrival, sequence.last_token_time));
   if (tokens > 0) {
     double e2e = seconds_between(sequence.arrival, Clock::now());
     metrics.e2e_request_latency.observe(e2e);
@@ -254,15 +285,23 @@ void Engine::Impl::fail_engine(const std::string& message) {
 }
 
 void Engine::Impl::drop_finished() {
-  auto done = [](const std::unique_ptr<EngineSequence>& s) { return s->state >= RequestState::kFinished; };
+  // A launched step still refers to a sequence until it is collected.
+  auto done = [](const std::unique_ptr<EngineSequence>& s) {
+    return s->state >= RequestState::kFinished && s->steps_in_flight == 0;
+  };
   std::erase_if(running, done);
   std::erase_if(waiting, done);
 }
 
 void Engine::Impl::publish_stats() {
   EngineStats stats;
-  stats.running = static_cast<int64_t>(running.size());
-  stats.waiting = static_cast<int64_t>(waiting.size());
+  auto live = [](const auto& sequences) {
+    return static_cast<int64_t>(std::count_if(sequences.begin(), sequences.end(), [](const auto& s) {
+      return s->state < RequestState::kFinished;
+    }));
+  };
+  stats.running = live(running);
+  stats.waiting = live(waiting);
   stats.total_pages = pool.total();
   stats.cached_pages = prefix_cache ? prefix_cache->cached() : 0;
   stats.free_pages = pool.free_count() + (prefix_cache ? prefix_cache->evictable() : 0);
@@ -299,6 +338,18 @@ void Engine::abort(RequestId id) {
     impl_->abort_requests.push_back(id);
   }
   impl_->inbox_ready.notify_one();
+}
+
+// Issue 12 (/flush_cache): answered by the engine thread at its next look at the inbox.
+bool Engine::flush_prefix_cache() {
+  std::future<bool> flushed;
+  {
+    std::lock_guard<std::mutex> lock(impl_->inbox_mutex);
+    if (impl_->stopping) return false;
+    flushed = impl_->flush_requests.emplace_back().get_future();
+  }
+  impl_->inbox_ready.notify_one();
+  return flushed.get();
 }
 
 EngineStats Engine::stats() const {

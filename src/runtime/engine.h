@@ -36,6 +36,10 @@ struct EngineConfig {
   uint64_t seed = 0;                      // for requests without their own seed
   int64_t cuda_graph_max_batch = 256;     // decode steps up to this many sequences (and max_num_seqs)
                                           // replay CUDA graphs on a GPU; 0: eager
+  // Plan and launch step N + 1 while the device runs step N, when the executor can (a GPU); its
+  // decoding sequences' inputs are placeholders that the device resolves. Off: each step's tokens
+  // are collected before the next is planned (SGLang's --disable-overlap-schedule).
+  bool overlap_schedule = true;
 };
 
 // A request the engine refuses outright (the server answers 400 with `param`).
@@ -90,6 +94,11 @@ class Engine {
   std::string fatal_error() const;
 
   EngineStats stats() const;
+  // SGLang's /flush_cache (issue 12): on the engine thread, drops every prefix-cache page, but only
+  // when no request is running or waiting. Blocks until the engine thread has looked (at most one
+  // step). True when the cache is empty now (or prefix caching is off); false, flushing nothing,
+  // when requests were in flight or the engine is shutting down.
+  bool flush_prefix_cache();
   // The engine thread's wall time per step outside the executor's run and sample calls
   // (scheduling, batch building, logit processing, bookkeeping, handing outputs over), averaged
   // over the steps since the last call; microseconds. The output thread's work is not in it.

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -43,6 +45,12 @@ struct PreparedStep {
   std::vector<ScheduledWork> work;
   std::vector<EngineSequence*> sampling;  // in logits-row order
   backend::SamplingBatch sampling_rows;   // one row per entry of `sampling`, same order
+  // Once launched: where each sampling row's token goes in its sequence's tokens (a placeholder
+  // until the step is collected).
+  std::vector<int64_t> token_index;
+  // A row whose next step needs this step's token on the host (its penalties' history): the next
+  // step is planned only after this one is collected.
+  bool next_needs_tokens = false;
 };
 
 // What the device's part of a step gives back.
@@ -75,7 +83,13 @@ struct Engine::Impl {
   EngineSequence* find_live(RequestId id);
   bool step();
   PreparedStep prepare();
-  SampledTokens run_step(PreparedStep& prepared);
+  // The device's part of a step, in two calls (the overlap scheduler): launch queues it and does its
+  // bookkeeping (computed tokens, placeholders); collect waits for its tokens and completes it. A
+  // failure fails the step's requests (or the engine); both return whether they succeeded.
+  bool launch_step(PreparedStep& prepared);
+  bool collect_step(PreparedStep& prepared);
+  void collect_in_flight();
+  SampledTokens take_tokens(PreparedStep& prepared);
   void complete(PreparedStep& prepared, SampledTokens& sampled);
 
   // A new event for the sequence's stream in this step's outputs (valid until the next emit), and
@@ -93,6 +107,7 @@ struct Engine::Impl {
   void flush_outputs() { output->push(outputs); }
   void drop_finished();
   void publish_stats();
+  bool flush_prefix_cache_if_idle();  // issue 12: Engine::flush_prefix_cache on the engine thread
 
   std::unique_ptr<StepExecutor> executor;
   const tokenizer::Tokenizer& tokenizer;
@@ -110,6 +125,7 @@ struct Engine::Impl {
   std::vector<std::unique_ptr<EngineSequence>> inbox;
   std::vector<RequestId> abort_requests;
   std::vector<EndedRequest> ended_requests;
+  std::vector<std::promise<bool>> flush_requests;  // Engine::flush_prefix_cache, answered by the loop
   bool stopping = false;
   std::string fatal_error;  // set once, when the engine fails for good
   std::atomic<bool> healthy{true};
@@ -122,6 +138,8 @@ struct Engine::Impl {
   int64_t overhead_steps = 0;
 
   // Engine thread only.
+  bool overlap = false;  // config.overlap_schedule and an executor that can overlap
+  std::optional<PreparedStep> in_flight;  // launched, not yet collected
   std::deque<std::unique_ptr<EngineSequence>> waiting;
   std::vector<std::unique_ptr<EngineSequence>> running;
   int64_t steps = 0;

@@ -1,6 +1,20 @@
-// One step of the engine loop: plan and reserve (prepare), the device's part (run_step: the
-// model call and sampling, the only calls that reach the executor), and collecting its tokens
-// (complete: bookkeeping, the engine's stop decisions, this step's output events).
+// One step of the engine loop: plan and reserve (prepare), the device's part (launch_step and
+// collect_step, the only calls that reach the executor), and completing a collected step (complete:
+// its tokens, the engine's stop decisions, its output events).
+//
+// The overlap scheduler (DESIGN.md, "The device step", item 5). With an executor that overlaps, a
+// step is launched and left running while the next one is planned and launched; only then is the
+// first collected. So at most two steps are in flight, and planning step N + 1 happens before step
+// N's tokens are known:
+//   - launching a step does its bookkeeping at once: the cache holds its tokens' rows
+//     (num_computed), and each sequence that samples gets a placeholder -(row + 1) as its next
+//     token, which step N + 1 takes as input and the executor resolves on the device;
+//   - collecting step N puts the real tokens in place of the placeholders, then decides stops (one
+//     step late): a sequence that stopped at step N has a row in step N + 1 whose token is dropped;
+//   - a sequence that ends (finished, aborted, failed) stays allocated while a launched step refers
+//     to it (steps_in_flight), so that collecting that step finds it and skips it;
+//   - a sequence whose next row needs its history on the host (penalties) makes the engine collect
+//     before planning: the step after it is not overlapped.
 #include <algorithm>
 
 #include "core/log.h"
@@ -22,8 +36,13 @@ PreparedStep Engine::Impl::prepare() {
   std::vector<Candidate>& candidates = step_candidates;
   all.clear();
   candidates.clear();
-  for (auto& s : running) all.push_back(s.get());
-  for (auto& s : waiting) all.push_back(s.get());
+  // Ended sequences wait for their launched steps to be collected; a sequence whose placeholder is
+  // its last token has nothing left to run.
+  auto schedulable = [](const Sequence& s) { return s.state < RequestState::kFinished && !s.awaiting_last_token(); };
+  for (auto& s : running)
+    if (schedulable(*s)) all.push_back(s.get());
+  for (auto& s : waiting)
+    if (schedulable(*s)) all.push_back(s.get());
   for (size_t i = 0; i < all.size(); ++i) {
     Sequence& s = *all[i];
     bool is_running = s.state >= RequestState::kPrefilling;
@@ -36,6 +55,8 @@ PreparedStep Engine::Impl::prepare() {
   for (Sequence* s : reserved.preempted) {
     s->state = RequestState::kWaiting;
     ++preemptions;
+    log_warning("request ", s->id, " preempted for lack of KV pages (it will be recomputed); ", preemptions,
+                " preemptions so far");
   }
   // Admitted sequences move to running; preempted ones to the front of the waiting queue.
   for (const ScheduledWork& w : reserved.work) {
@@ -83,16 +104,55 @@ PreparedStep Engine::Impl::prepare() {
     std::span<const int32_t> banned = under_min ? std::span<const int32_t>(s->stop_ids) : std::span<const int32_t>();
     append_sampling_row(prepared.sampling_rows, s->options.sampling, s->sampler, banned, s->sampler.uniforms.next(),
                         s->options.logprobs);
+    const SamplingOptions& o = s->options.sampling;
+    if (o.repetition_penalty != 1.0f || o.frequency_penalty != 0.0f || o.presence_penalty != 0.0f)
+      prepared.next_needs_tokens = true;
   }
   prepared.batch = builder.build();
   prepared.work = std::move(reserved.work);
   return prepared;
 }
 
-SampledTokens Engine::Impl::run_step(PreparedStep& prepared) {
-  auto model_start = Clock::now();
-  backend::SampledTokens device = executor->run(prepared.batch, prepared.sampling_rows);
-  device_seconds = seconds_between(model_start, Clock::now());
+bool Engine::Impl::launch_step(PreparedStep& prepared) {
+  auto start = Clock::now();
+  try {
+    executor->launch(prepared.batch, prepared.sampling_rows);
+  } catch (const FatalDeviceError& error) {
+    device_seconds += seconds_between(start, Clock::now());
+    fail_engine(str_cat("the device failed and cannot run another step: ", error.what()));
+    return false;
+  } catch (const std::exception& error) {
+    device_seconds += seconds_between(start, Clock::now());
+    // The step in flight ran: its tokens are delivered before this step's requests fail.
+    if (in_flight) collect_in_flight();
+    fail_step(prepared, error.what());
+    return false;
+  }
+  device_seconds += seconds_between(start, Clock::now());
+  for (const ScheduledWork& w : prepared.work) {
+    EngineSequence& s = engine_sequence(*w.sequence);
+    bool prompt_done_now = s.num_computed < s.prompt_length && s.num_computed + w.num_tokens >= s.prompt_length;
+    s.num_computed += w.num_tokens;
+    ++s.steps_in_flight;
+    // The prompt's pages are offered to the prefix cache once it is computed (a later step that
+    // reads them runs after this one on the device); the rest of the sequence's pages when it
+    // releases them (capacity.h), so decoding never walks the tree.
+    if (prefix_cache && prompt_done_now) prefix_cache->insert(std::span(s.tokens).first(s.num_computed), s.pages);
+  }
+  prepared.token_index.resize(prepared.sampling.size());
+  for (size_t row = 0; row < prepared.sampling.size(); ++row) {
+    EngineSequence& s = *prepared.sampling[row];
+    prepared.token_index[row] = static_cast<int64_t>(s.tokens.size());
+    s.tokens.push_back(-static_cast<int32_t>(row) - 1);
+    ++s.unresolved;
+  }
+  return true;
+}
+
+SampledTokens Engine::Impl::take_tokens(PreparedStep& prepared) {
+  auto start = Clock::now();
+  backend::SampledTokens device = executor->collect();
+  device_seconds += seconds_between(start, Clock::now());
   SampledTokens sampled;
   auto rows = static_cast<int64_t>(prepared.sampling.size());
   DSINFER_CHECK(device.tokens.numel() == rows, "the executor sampled ", device.tokens.numel(), " tokens for ", rows,
@@ -107,25 +167,43 @@ SampledTokens Engine::Impl::run_step(PreparedStep& prepared) {
   return sampled;
 }
 
-void Engine::Impl::complete(PreparedStep& prepared, SampledTokens& sampled) {
-  for (const ScheduledWork& w : prepared.work) {
-    Sequence& s = *w.sequence;
-    bool prompt_done_now = s.num_computed < s.prompt_length && s.num_computed + w.num_tokens >= s.prompt_length;
-    s.num_computed += w.num_tokens;
-    // The prompt's pages are offered to the prefix cache once it is computed; the rest of the
-    // sequence's pages when it releases them (capacity.h), so decoding never walks the tree.
-    if (prefix_cache && prompt_done_now) prefix_cache->insert(std::span(s.tokens).first(s.num_computed), s.pages);
+bool Engine::Impl::collect_step(PreparedStep& prepared) {
+  SampledTokens sampled;
+  bool collected = false;
+  try {
+    sampled = take_tokens(prepared);
+    collected = true;
+  } catch (const FatalDeviceError& error) {
+    fail_engine(str_cat("the device failed and cannot run another step: ", error.what()));
+  } catch (const std::exception& error) {
+    fail_step(prepared, error.what());
   }
+  for (const ScheduledWork& w : prepared.work) --engine_sequence(*w.sequence).steps_in_flight;
+  if (collected) complete(prepared, sampled);
+  return collected;
+}
+
+void Engine::Impl::collect_in_flight() {
+  PreparedStep step = std::move(*in_flight);
+  in_flight.reset();
+  collect_step(step);
+}
+
+void Engine::Impl::complete(PreparedStep& prepared, SampledTokens& sampled) {
   if (prepared.sampling.empty()) return;
   Clock::time_point now = Clock::now();
-  metrics.generation_tokens += prepared.sampling.size();
   for (size_t row = 0; row < prepared.sampling.size(); ++row) {
     EngineSequence& s = *prepared.sampling[row];
+    if (s.state >= RequestState::kFinished) continue;  // ended while the step ran: its token is dropped
     int32_t token = sampled.tokens[row];
-    s.tokens.push_back(token);
+    const int64_t index = prepared.token_index[row];
+    s.tokens[index] = token;
+    --s.unresolved;
+    ++metrics.generation_tokens;
     record_token(s.sampler, s.options.sampling, token);
-    s.state = RequestState::kDecoding;
-    if (s.output_length() == 1) {
+    if (s.state == RequestState::kPrefilling) s.state = RequestState::kDecoding;  // not if preempted since
+    const int64_t produced = index + 1 - s.prompt_length;  // output tokens up to this one
+    if (produced == 1) {
       s.ttft_seconds = seconds_between(s.arrival, now);
       metrics.time_to_first_token.observe(s.ttft_seconds);
     } else {
@@ -135,10 +213,10 @@ void Engine::Impl::complete(PreparedStep& prepared, SampledTokens& sampled) {
     OutputEvent& event = emit(s);
     event.token = token;
     if (s.options.logprobs >= 0) detail_of(event).logprob = std::move(sampled.logprobs[row]);
-    if (s.output_length() == 1) detail_of(event).cached_tokens = s.cached_tokens;
-    bool at_limit = static_cast<int64_t>(s.tokens.size()) >= s.max_length;
-    FinishReason reason = token_finish(s.stop_ids, s.options.min_tokens, token, s.output_length(), at_limit);
-    if (reason != FinishReason::kNone) finish(s, reason, event);
+    if (produced == 1) detail_of(event).cached_tokens = s.cached_tokens;
+    bool at_limit = index + 1 >= s.max_length;
+    FinishReason reason = token_finish(s.stop_ids, s.options.min_tokens, token, produced, at_limit);
+    if (reason != FinishReason::kNone) finish(s, reason, event, produced);
   }
 }
 
@@ -158,29 +236,33 @@ OutputDetail& Engine::Impl::detail_of(OutputEvent& newest) {
 
 bool Engine::Impl::step() {
   auto start = Clock::now();
+  device_seconds = 0.0;
+  bool progressed = false;
+  // Planning needs the step in flight's tokens when the executor does not overlap, or when a row's
+  // penalties need its history.
+  if (in_flight && (!overlap || in_flight->next_needs_tokens)) {
+    collect_in_flight();
+    progressed = true;
+  }
   PreparedStep prepared = prepare();
-  if (prepared.work.empty()) {
+  if (prepared.work.empty() && !in_flight && !progressed) {
     flush_outputs();  // aborts taken from the inbox
     publish_stats();
     return false;
   }
   // The device's part. What it throws fails this step's requests, or all of them if the device
-  // is lost; the engine's own bookkeeping stays outside, so that the call site stays one line.
-  device_seconds = 0.0;
-  SampledTokens sampled;
-  bool ran = false;
-  try {
-    sampled = run_step(prepared);
-    ran = true;
-  } catch (const FatalDeviceError& error) {
-    fail_engine(str_cat("the device failed and cannot run another step: ", error.what()));
-  } catch (const std::exception& error) {
-    fail_step(prepared, error.what());
+  // is lost (launch_step, collect_step); the engine's own bookkeeping stays outside.
+  const bool tried = !prepared.work.empty();
+  bool launched = tried && launch_step(prepared);
+  if (in_flight) collect_in_flight();  // the older step, while the new one runs
+  if (launched) {
+    metrics.iteration_tokens.observe(static_cast<double>(prepared.batch.num_tokens()));
+    in_flight = std::move(prepared);
+    if (!overlap) collect_in_flight();
   }
-  if (ran) complete(prepared, sampled);
   drop_finished();
   flush_outputs();
-  ++steps;
+  if (tried) ++steps;  // model steps tried (a collect-only pass is not one)
   publish_stats();
   double total = seconds_between(start, Clock::now());
   std::lock_guard<std::mutex> lock(stats_mutex);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -77,9 +78,9 @@ std::vector<int32_t> prompt_of(int length, int salt) {
 }
 
 // The stand-in model with failures on demand. Armed before the requests are submitted (so no
-// timing is involved), it fails the step of the first batch that matches: run() throws before the
-// model runs, or after it ran (a sampling failure: the stand-in cache already holds the step's
-// tokens); a fatal failure throws FatalDeviceError, as a device with a sticky error would. It fails
+// timing is involved), it fails the step of the first batch that matches: launch throws before the
+// model runs, or collect throws after it ran (a sampling failure: the stand-in cache already holds
+// the step's tokens); a fatal failure throws FatalDeviceError, as a device with a sticky error would. It fails
 // once.
 class FailingExecutor final : public StepExecutor {
  public:
@@ -96,6 +97,13 @@ class FailingExecutor final : public StepExecutor {
   }
 
   backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
+    launch(batch, sampling);
+    return collect();
+  }
+  // The overlapped form, as the inner executor has it: a run failure throws from launch, a sampling
+  // failure from the collect of that step (the next step may have been launched by then).
+  bool overlaps() const override { return inner_->overlaps(); }
+  void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
     bool sample_fails = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -109,8 +117,14 @@ class FailingExecutor final : public StepExecutor {
         sample_fails = true;
       }
     }
-    backend::SampledTokens sampled = inner_->run(batch, sampling);
-    if (sample_fails) throw Error("sampling: bad logits");
+    inner_->launch(batch, sampling);
+    sample_fails_.push_back(sample_fails);
+  }
+  backend::SampledTokens collect() override {
+    backend::SampledTokens sampled = inner_->collect();
+    bool fails = sample_fails_.front();
+    sample_fails_.pop_front();
+    if (fails) throw Error("sampling: bad logits");
     return sampled;
   }
   int64_t vocab_size() const override { return inner_->vocab_size(); }
@@ -124,6 +138,7 @@ class FailingExecutor final : public StepExecutor {
   Failure armed_ = Failure::kNone;
   int decoding_ = 0;
   int skip_ = 0;
+  std::deque<bool> sample_fails_;  // per launched step: its collect throws
 };
 
 class HashingEngine : public ::testing::Test {
@@ -442,6 +457,78 @@ TEST_F(HashingEngine, ASlowOrThrowingSinkDoesNotHoldUpTheEngineLoop) {
   fine.wait();
   EXPECT_EQ(fine.tokens, executor_->expected(prompt, 20));
   expect_every_page_free(*engine);
+}
+
+// The overlap scheduler: the same tokens whether step N + 1 is planned before or after step N's
+// tokens reach the host, including a request that stops on a token while its next row is in
+// flight (that row's token is dropped) and requests that end at their length.
+TEST_F(HashingEngine, OverlappedStepsGiveTheTokensOfSynchronousSteps) {
+  for (bool overlap : {true, false}) {
+    SCOPED_TRACE(overlap ? "overlapped" : "synchronous");
+    EngineConfig config;
+    config.overlap_schedule = overlap;
+    config.max_num_batched_tokens = 96;  // chunked prefills next to decodes
+    auto engine = make(256, config);
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::unique_ptr<Collector>> collectors;
+    std::vector<size_t> lengths;
+    for (int i = 0; i < 12; ++i) {
+      prompts.push_back(prompt_of(7 + (i * 29) % 170, 40 + i));
+      lengths.push_back(static_cast<size_t>(3 + (i * 7) % 40));
+    }
+    const std::vector<int32_t> stopped_expected = executor_->expected(prompts[5], static_cast<int64_t>(lengths[5]));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestOptions options = greedy(static_cast<int64_t>(lengths[i]));
+      if (i == 5) options.stop_token_ids = {stopped_expected[4]};  // stops at its 5th token
+      collectors.push_back(std::make_unique<Collector>());
+      engine->submit(prompts[i], options, collectors.back()->sink());
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      collectors[i]->wait();
+      std::vector<int32_t> expected = executor_->expected(prompts[i], static_cast<int64_t>(lengths[i]));
+      if (i == 5) {
+        expected.resize(5);
+        EXPECT_EQ(collectors[i]->last.finish_reason, FinishReason::kStop);
+      } else {
+        EXPECT_EQ(collectors[i]->last.finish_reason, FinishReason::kLength);
+      }
+      EXPECT_EQ(collectors[i]->tokens, expected) << "request " << i;
+      EXPECT_EQ(collectors[i]->last.completion_tokens, static_cast<int64_t>(expected.size())) << "request " << i;
+      EXPECT_EQ(collectors[i]->after_finish, 0);
+    }
+    expect_every_page_free(*engine);
+    if (overlap) {
+      EXPECT_GT(executor_->placeholders_resolved(), 0) << "no step took its input from the step before it";
+    } else {
+      EXPECT_EQ(executor_->placeholders_resolved(), 0);
+    }
+  }
+}
+
+// A row with penalties needs its history on the host, so the step after it waits for its token:
+// the same tokens as without overlap, and no placeholder ever sent.
+TEST_F(HashingEngine, PenaltiesMakeTheNextStepWaitForTheTokensItNeeds) {
+  std::vector<int32_t> prompt = prompt_of(30, 7);
+  RequestOptions options;
+  options.sampling.temperature = 0.8f;
+  options.sampling.seed = 11;
+  options.sampling.repetition_penalty = 1.5f;
+  options.sampling.frequency_penalty = 0.5f;
+  options.max_tokens = 24;
+  std::vector<int32_t> tokens[2];
+  for (bool overlap : {true, false}) {
+    EngineConfig config;
+    config.overlap_schedule = overlap;
+    auto engine = make(64, config);
+    Collector collector;
+    engine->submit(prompt, options, collector.sink());
+    collector.wait();
+    tokens[overlap] = collector.tokens;
+    EXPECT_EQ(executor_->placeholders_resolved(), 0);
+    expect_every_page_free(*engine);
+  }
+  EXPECT_EQ(tokens[0].size(), 24u);
+  EXPECT_EQ(tokens[1], tokens[0]);
 }
 
 TEST(RealModelEngine, BatchedGreedyOutputEqualsOneAtATime) {

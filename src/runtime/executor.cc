@@ -7,6 +7,12 @@
 namespace dsinfer::runtime {
 namespace {
 
+constexpr size_t kMaxLaunched = 2;  // steps launched and not collected (StepExecutor::launch)
+
+// A step is queued on the backend's stream: the metadata upload, the placeholders' resolution, the
+// graph replay or the eager ops, the sampling and the copy of its tokens to pinned memory. Only
+// collect waits. On the CPU every op runs as it is called, so launch returns a finished step and
+// overlaps() says so.
 class ModelExecutor final : public StepExecutor {
  public:
   ModelExecutor(const model::DeepseekModel& model, int64_t pages, const ExecutorOptions& options)
@@ -17,9 +23,27 @@ class ModelExecutor final : public StepExecutor {
   }
 
   backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
-    std::optional<Tensor> replayed = graphs_ ? graphs_->logits(batch) : std::nullopt;
-    Tensor logits = replayed ? *replayed : model_.forward_on_device(batch, cache_).logits;
-    return model_.backend().sample_tokens(logits, sampling);
+    launch(batch, sampling);
+    return collect();
+  }
+
+  bool overlaps() const override { return model_.backend().device() != Device::kCpu; }
+
+  void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
+    DSINFER_CHECK(launched_.size() < kMaxLaunched, "at most ", kMaxLaunched, " steps may be launched and not collected");
+    const Tensor* previous = previous_tokens_.defined() ? &previous_tokens_ : nullptr;
+    std::optional<Tensor> replayed = graphs_ ? graphs_->logits(batch, previous) : std::nullopt;
+    Tensor logits = replayed ? *replayed : model_.forward_on_device(batch, cache_, previous).logits;
+    std::unique_ptr<backend::PendingTokens> pending = model_.backend().queue_sample_tokens(logits, sampling);
+    previous_tokens_ = pending->device_tokens();  // kept alive for the next step's placeholders
+    launched_.push_back(std::move(pending));
+  }
+
+  backend::SampledTokens collect() override {
+    DSINFER_CHECK(!launched_.empty(), "collect: no step was launched");
+    std::unique_ptr<backend::PendingTokens> oldest = std::move(launched_.front());
+    launched_.pop_front();
+    return oldest->wait();
   }
 
   int64_t vocab_size() const override { return model_.config().vocab_size; }
@@ -36,9 +60,23 @@ class ModelExecutor final : public StepExecutor {
   int64_t pages_;  // the pool's pages; a graph scratch page may follow them in the cache
   model::LatentCache cache_;
   std::unique_ptr<model::DecodeGraphs> graphs_;
+  std::deque<std::unique_ptr<backend::PendingTokens>> launched_;  // oldest first
+  Tensor previous_tokens_;  // what the last launched step sampled, where the backend keeps it
 };
 
 }  // namespace
+
+void StepExecutor::launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) {
+  DSINFER_CHECK(ran_.size() < kMaxLaunched, "at most ", kMaxLaunched, " steps may be launched and not collected");
+  ran_.push_back(run(batch, sampling));
+}
+
+backend::SampledTokens StepExecutor::collect() {
+  DSINFER_CHECK(!ran_.empty(), "collect: no step was launched");
+  backend::SampledTokens oldest = std::move(ran_.front());
+  ran_.pop_front();
+  return oldest;
+}
 
 std::unique_ptr<StepExecutor> make_model_executor(const model::DeepseekModel& model, int64_t pages,
                                                   const ExecutorOptions& options) {

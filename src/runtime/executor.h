@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -19,10 +20,25 @@ class StepExecutor {
   // logprobs all happen where the logits are, and only tokens (and logprobs when asked) come back
   // (DESIGN.md, "The device step", item 4).
   virtual backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) = 0;
+
+  // The overlap scheduler's form (DESIGN.md, "The device step", item 5): launch queues a step and
+  // returns without waiting for it; collect waits for the oldest launched step and returns its
+  // tokens. At most two steps are launched and not collected. In a launched batch, a token id
+  // -(r + 1) is a placeholder for row r of the tokens that the step launched just before sampled;
+  // the executor resolves it where those tokens are. overlaps() is false when launch cannot return
+  // before its step is done: the engine then collects each step before planning the next and sends
+  // no placeholders. The defaults are that: launch runs the step, collect hands its tokens back.
+  virtual bool overlaps() const { return false; }
+  virtual void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling);
+  virtual backend::SampledTokens collect();
+
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_model_len() const = 0;
   virtual int64_t num_pages() const = 0;
   virtual std::vector<int32_t> eos_token_ids() const = 0;
+
+ private:
+  std::deque<backend::SampledTokens> ran_;  // the default launch's results, oldest first
 };
 
 struct ExecutorOptions {

@@ -19,6 +19,18 @@ std::vector<double> request_latency_buckets() {
           480.0, 960.0, 1920.0, 7680.0};
 }
 
+// vLLM's 1-2-5 token buckets. vLLM stops them at the served context length; these go on to 10^6,
+// past any context a DeepSeek model serves, so that one set of labels fits every server.
+std::vector<double> token_count_buckets() {
+  std::vector<double> bounds;
+  for (double decade = 1; decade <= 1e6; decade *= 10)
+    for (double step : {1.0, 2.0, 5.0})
+      if (step * decade <= 1e6) bounds.push_back(step * decade);
+  return bounds;
+}
+// vLLM's iteration_tokens_total buckets.
+std::vector<double> step_token_buckets() { return {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}; }
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
@@ -50,6 +62,20 @@ Metrics::Metrics()
       time_per_output_token(token_latency_buckets()),
       inter_token_latency(token_latency_buckets()),
       e2e_request_latency(request_latency_buckets()),
-      queue_time(request_latency_buckets()) {}
+      queue_time(request_latency_buckets()),
+      request_prompt_tokens(token_count_buckets()),
+      request_generation_tokens(token_count_buckets()),
+      request_prefill_time(request_latency_buckets()),
+      request_decode_time(request_latency_buckets()),
+      iteration_tokens(step_token_buckets()) {}
+
+void Metrics::observe_finished_request(int64_t prompt_tokens, int64_t generation_tokens, double scheduled_seconds,
+                                       double first_token_seconds, double last_token_seconds) {
+  request_prompt_tokens.observe(static_cast<double>(prompt_tokens));
+  request_generation_tokens.observe(static_cast<double>(generation_tokens));
+  if (scheduled_seconds < 0 || first_token_seconds < 0) return;
+  request_prefill_time.observe(std::max(0.0, first_token_seconds - scheduled_seconds));
+  request_decode_time.observe(std::max(0.0, last_token_seconds - first_token_seconds));
+}
 
 }  // namespace dsinfer::runtime

@@ -13,7 +13,7 @@ namespace dsinfer::runtime {
 // writer updates with plain relaxed loads and stores, no read-modify-write instructions.
 class Histogram {
  public:
-  explicit Histogram(std::vector<double> bounds);  // upper bounds, ascending (seconds)
+  explicit Histogram(std::vector<double> bounds);  // upper bounds, ascending (seconds, or tokens)
   void observe(double value);
 
   struct Snapshot {
@@ -44,6 +44,18 @@ struct Metrics {
   Histogram inter_token_latency;  // seconds between consecutive tokens of a request
   Histogram e2e_request_latency;  // seconds from arrival to the last token
   Histogram queue_time;           // seconds from arrival to the first scheduled step
+
+  // Per finished request and per step, under vLLM's names (issue 12). Engine thread only.
+  Histogram request_prompt_tokens;      // prompt tokens per finished request
+  Histogram request_generation_tokens;  // output tokens per finished request
+  Histogram request_prefill_time;       // seconds from the first scheduled step to the first token
+  Histogram request_decode_time;        // seconds from the first token to the last
+  Histogram iteration_tokens;           // tokens per engine step (prompt chunks and decode tokens)
+
+  // A request ended: its token counts, and its prefill and decode times when it was scheduled and
+  // produced a token. Times are seconds since its arrival; a negative one did not happen.
+  void observe_finished_request(int64_t prompt_tokens, int64_t generation_tokens, double scheduled_seconds,
+                                double first_token_seconds, double last_token_seconds);
 };
 
 }  // namespace dsinfer::runtime

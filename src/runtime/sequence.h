@@ -18,12 +18,17 @@ struct Sequence {
   RequestOptions options;
   StreamSink sink;
 
-  std::vector<int32_t> tokens;  // prompt then output
+  std::vector<int32_t> tokens;  // prompt then output; the last `unresolved` are placeholders
   int64_t prompt_length = 0;
   int64_t num_computed = 0;     // tokens whose latent rows are in the cache
   int64_t cached_tokens = 0;    // prompt tokens reused from the prefix cache (first admission)
   std::vector<int32_t> pages;   // one hold each
   int64_t max_length = 0;       // prompt + max_tokens, capped by the context
+  // The overlap scheduler (engine.cc): tokens a launched step will sample, held as placeholders
+  // -(row + 1) at the end of `tokens` until that step is collected, and the launched steps that
+  // still refer to this sequence (it is deleted only when none does).
+  int64_t unresolved = 0;
+  int steps_in_flight = 0;
 
   SamplerState sampler;
   std::unique_ptr<StopChecker> stop;
@@ -34,7 +39,12 @@ struct Sequence {
   bool scheduled_once = false;
   double ttft_seconds = -1.0;
 
+  // Output tokens, placeholders included (what the next sampled token follows).
   int64_t output_length() const { return static_cast<int64_t>(tokens.size()) - prompt_length; }
+  // Output tokens the host has seen.
+  int64_t known_output_length() const { return output_length() - unresolved; }
+  // A placeholder stands for its last token: nothing is left to run through the model.
+  bool awaiting_last_token() const { return unresolved > 0 && static_cast<int64_t>(tokens.size()) >= max_length; }
   // Tokens still to run through the model before the next token can be sampled.
   int64_t pending_tokens() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
   bool prefilling() const { return num_computed + 1 < static_cast<int64_t>(tokens.size()); }

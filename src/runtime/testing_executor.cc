@@ -16,9 +16,9 @@ uint64_t mix(uint64_t hash, uint64_t value) {
 }  // namespace
 
 HashingExecutor::HashingExecutor(int64_t vocab, int64_t pages, int64_t max_model_len, std::vector<int32_t> eos_ids,
-                                 int32_t first_token, bool light)
+                                 int32_t first_token, bool light, bool overlaps)
     : vocab_(vocab), pages_(pages), max_model_len_(max_model_len), eos_ids_(std::move(eos_ids)),
-      first_token_(first_token), light_(light), slots_(pages * model::kPageSize, -1) {}
+      first_token_(first_token), light_(light), slots_(pages * model::kPageSize, -1), overlaps_(overlaps) {}
 
 int32_t HashingExecutor::next_token(const std::vector<int32_t>& context) const {
   uint64_t hash = 1469598103934665603ull;
@@ -36,8 +36,40 @@ std::vector<int32_t> HashingExecutor::expected(std::vector<int32_t> prompt, int6
 }
 
 backend::SampledTokens HashingExecutor::run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) {
+  for (int32_t id : batch.token_ids) DSINFER_CHECK(id >= 0, "run: token id ", id, " (a placeholder outside launch)");
+  return run_tokens(batch, batch.token_ids, sampling);
+}
+
+void HashingExecutor::launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) {
+  DSINFER_CHECK(launched_.size() < 2, "at most 2 steps may be launched and not collected");
+  resolved_ids_.assign(batch.token_ids.begin(), batch.token_ids.end());
+  for (int32_t& id : resolved_ids_) {
+    if (id >= 0) continue;
+    auto row = static_cast<size_t>(-static_cast<int64_t>(id) - 1);
+    DSINFER_CHECK(overlaps_ && row < last_launched_.size(), "launch: placeholder ", id, " names no row of the ",
+                  last_launched_.size(), " tokens the previous step sampled");
+    id = last_launched_[row];
+    ++placeholders_resolved_;
+  }
+  backend::SampledTokens sampled = run_tokens(batch, resolved_ids_, sampling);
+  // The results are copied: light mode reuses its token buffer in the next step.
+  backend::SampledTokens kept = sampled;
+  kept.tokens = sampled.tokens.clone();
+  last_launched_.assign(kept.tokens.data<int32_t>(), kept.tokens.data<int32_t>() + kept.tokens.numel());
+  launched_.push_back(std::move(kept));
+}
+
+backend::SampledTokens HashingExecutor::collect() {
+  DSINFER_CHECK(!launched_.empty(), "collect: no step was launched");
+  backend::SampledTokens oldest = std::move(launched_.front());
+  launched_.pop_front();
+  return oldest;
+}
+
+backend::SampledTokens HashingExecutor::run_tokens(const model::ForwardBatch& batch, std::span<const int32_t> token_ids,
+                                                   const backend::SamplingBatch& sampling) {
   const backend::AttentionBatch& attention = batch.attention;
-  for (size_t t = 0; t < batch.token_ids.size(); ++t) slots_.at(attention.slot_mapping[t]) = batch.token_ids[t];
+  for (size_t t = 0; t < token_ids.size(); ++t) slots_.at(attention.slot_mapping[t]) = token_ids[t];
   tokens_run_ = batch.num_tokens();
   // One buffer reused across steps, as a device backend reuses its logits memory: the engine's
   // own time is what the benchmark measures, not the allocator's.

@@ -4,12 +4,18 @@
 // stale prefix) changes the context it reads and so the tokens it produces, which the tests
 // compare against the same hash over the true token sequence.
 //
+// It takes the overlap scheduler's form (StepExecutor::launch/collect) like a device executor, so
+// the engine's overlapped path is tested here: a launched batch's placeholders are resolved from the
+// tokens of the step launched before it, and collect hands back the oldest launched step's tokens.
+//
 // For timing the engine (bench/engine_overhead_bench.cc) it can also stand in for a device that
 // leaves the CPU's caches alone: `light` reads only the last context slot instead of all of them,
 // and greedy rows are answered from the token the step chose rather than by scanning the logits.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <span>
 #include <vector>
 
 #include "runtime/executor.h"
@@ -19,9 +25,12 @@ namespace dsinfer::runtime {
 class HashingExecutor final : public StepExecutor {
  public:
   HashingExecutor(int64_t vocab, int64_t pages, int64_t max_model_len, std::vector<int32_t> eos_ids,
-                  int32_t first_token = 16, bool light = false);
+                  int32_t first_token = 16, bool light = false, bool overlaps = true);
 
   backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override;
+  bool overlaps() const override { return overlaps_; }
+  void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override;
+  backend::SampledTokens collect() override;
   int64_t vocab_size() const override { return vocab_; }
   int64_t max_model_len() const override { return max_model_len_; }
   int64_t num_pages() const override { return pages_; }
@@ -33,8 +42,13 @@ class HashingExecutor final : public StepExecutor {
   std::vector<int32_t> expected(std::vector<int32_t> prompt, int64_t count) const;
   // Tokens the last run() read through page tables (for tests of the engine's batches).
   int64_t tokens_run() const { return tokens_run_; }
+  // Placeholders resolved so far (tests check that the overlapped path was taken).
+  int64_t placeholders_resolved() const { return placeholders_resolved_; }
 
  private:
+  backend::SampledTokens run_tokens(const model::ForwardBatch& batch, std::span<const int32_t> token_ids,
+                                    const backend::SamplingBatch& sampling);
+
   int64_t vocab_, pages_, max_model_len_;
   std::vector<int32_t> eos_ids_;
   int32_t first_token_;
@@ -45,6 +59,11 @@ class HashingExecutor final : public StepExecutor {
   std::vector<int32_t> favoured_;     // per logits row of the last step: the token given 10.0
   std::vector<int64_t> written_;      // logits entries set by the last step (cleared by the next)
   int64_t tokens_run_ = 0;
+  bool overlaps_;
+  std::deque<backend::SampledTokens> launched_;  // oldest first
+  std::vector<int32_t> last_launched_;           // the tokens the last launched step sampled
+  std::vector<int32_t> resolved_ids_;            // a launched batch's ids, placeholders resolved
+  int64_t placeholders_resolved_ = 0;
 };
 
 }  // namespace dsinfer::runtime

@@ -3,21 +3,58 @@
 #include <atomic>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
 namespace dsinfer::server {
 namespace {
 
-// Numbers as prometheus_client writes them (Python's repr: 1.0, 0.25, 1e+20), so that bucket
-// labels match vLLM's exactly (le="1.0") for rules that select a bucket by its label.
+// Python's repr of a float: the shortest digits that read back, in fixed point from 1e-4 up to
+// 1e16 and in scientific notation beyond (1e+16, 1.5e-05).
+std::string python_repr(double value) {
+  char buffer[64];
+  auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::scientific);
+  std::string_view text(buffer, static_cast<size_t>(end - buffer));  // "-1.2345e+07"
+  std::string out;
+  if (text.front() == '-') {
+    out = "-";
+    text.remove_prefix(1);
+  }
+  const size_t e = text.find('e');
+  std::string digits;
+  for (char c : text.substr(0, e))
+    if (c != '.') digits += c;
+  const int exponent = std::stoi(std::string(text.substr(e + 1)));
+  const auto size = static_cast<int>(digits.size());
+  if (exponent < -4 || exponent >= 16) {
+    out += digits.substr(0, 1);
+    if (size > 1) out.append(".").append(digits, 1);
+    char suffix[16];
+    std::snprintf(suffix, sizeof(suffix), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+    return out + suffix;
+  }
+  if (exponent < 0) return out + "0." + std::string(-exponent - 1, '0') + digits;
+  if (size <= exponent + 1) return out + digits + std::string(exponent + 1 - size, '0') + ".0";
+  return out + digits.substr(0, exponent + 1) + "." + digits.substr(exponent + 1);
+}
+
+// Numbers as prometheus_client writes them (its floatToGoString: Python's repr, except that a
+// positive number with more than six digits before the point goes to Go's exponent form, 1e+06,
+// 1.2345678e+07), so that bucket labels match vLLM's exactly (le="1.0", le="100000.0") for rules
+// that select a bucket by its label.
 std::string number_text(double value) {
   if (std::isnan(value)) return "NaN";
   if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
-  char buffer[32];
-  auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  std::string text(buffer, end);
-  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  std::string text = python_repr(value);
+  const size_t dot = text.find('.');
+  if (value > 0 && dot != std::string::npos && dot > 6) {
+    std::string mantissa = text.substr(0, 1) + "." + text.substr(1, dot - 1) + text.substr(dot + 1);
+    mantissa.erase(mantissa.find_last_not_of("0.") + 1);
+    // "e+0" and the exponent, as prometheus_client writes it (e+010 from 1e10 on; Go reads both).
+    return mantissa + "e+0" + std::to_string(dot - 1);
+  }
   return text;
 }
 
@@ -35,6 +72,7 @@ std::string escaped(std::string_view text, bool quote) {
 
 class Exposition {
  public:
+  Exposition() = default;  // samples without labels (the process_* metrics)
   explicit Exposition(std::string_view model_name) : label_(label_pair("model_name", model_name)) {}
 
   void gauge(std::string_view name, std::string_view help, double value) {
@@ -66,6 +104,18 @@ class Exposition {
     sample(std::string(name) + "_count", "", static_cast<double>(snapshot.count));
   }
 
+  // An info gauge: value 1, what it says in its labels.
+  void info(std::string_view name, std::string_view help,
+            std::span<const std::pair<std::string_view, std::string>> labels) {
+    header(name, help, "gauge");
+    std::string pairs;
+    for (const auto& [label, value] : labels) {
+      if (!pairs.empty()) pairs += ",";
+      pairs += label_pair(label, value);
+    }
+    sample(name, pairs, 1.0);
+  }
+
   std::string take() { return std::move(text_); }
 
  private:
@@ -79,12 +129,16 @@ class Exposition {
   }
 
   void sample(std::string_view name, std::string_view extra_label, double value) {
-    text_.append(name).append("{").append(label_);
-    if (!extra_label.empty()) text_.append(",").append(extra_label);
-    text_.append("} ").append(number_text(value)).append("\n");
+    text_.append(name);
+    if (!label_.empty() || !extra_label.empty()) {
+      text_.append("{").append(label_);
+      if (!label_.empty() && !extra_label.empty()) text_.append(",");
+      text_.append(extra_label).append("}");
+    }
+    text_.append(" ").append(number_text(value)).append("\n");
   }
 
-  std::string label_;  // model_name="..."
+  std::string label_;  // model_name="...", or empty for unlabelled samples
   std::string text_;
 };
 
@@ -132,7 +186,42 @@ std::string format_prometheus(const runtime::Metrics& metrics, const runtime::En
                 metrics.e2e_request_latency.snapshot());
   out.histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
                 metrics.queue_time.snapshot());
+  out.histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+                metrics.request_prefill_time.snapshot());
+  out.histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+                metrics.request_decode_time.snapshot());
+  out.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+                metrics.request_prompt_tokens.snapshot());
+  out.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
+                metrics.request_generation_tokens.snapshot());
+  // A histogram whose family name ends in _total, as vLLM names it (its series are _total_bucket, ...).
+  out.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+                metrics.iteration_tokens.snapshot());
   for (const ExtraGauge& gauge : extra) out.gauge(gauge.name, gauge.help, gauge.value);
+  return out.take();
+}
+
+std::string format_cache_config_info(const CacheConfigInfo& cache, std::string_view model_name) {
+  Exposition out(model_name);
+  const std::pair<std::string_view, std::string> labels[] = {
+      {"block_size", std::to_string(cache.block_size)},
+      {"cache_dtype", cache.cache_dtype},
+      {"enable_prefix_caching", cache.enable_prefix_caching ? "True" : "False"},
+      {"num_gpu_blocks", std::to_string(cache.num_gpu_blocks)},
+  };
+  out.info("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels);
+  return out.take();
+}
+
+std::string format_process_metrics(const ProcessStats& process) {
+  Exposition out;
+  out.gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", process.virtual_memory_bytes);
+  out.gauge("process_resident_memory_bytes", "Resident memory size in bytes.", process.resident_memory_bytes);
+  out.gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+            process.start_time_seconds);
+  out.counter("process_cpu_seconds", "Total user and system CPU time spent in seconds.", process.cpu_seconds);
+  out.gauge("process_open_fds", "Number of open file descriptors.", process.open_fds);
+  out.gauge("process_max_fds", "Maximum number of open file descriptors.", process.max_fds);
   return out.take();
 }
 

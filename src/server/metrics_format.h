@@ -6,6 +6,10 @@
 // (vllm:prompt_tokens_total). Prefix-cache counters are in tokens. KV-cache usage is a fraction
 // (1 = full), exported under both its names (vllm:kv_cache_usage_perc and the older
 // vllm:gpu_cache_usage_perc).
+//
+// Beside them: the KV cache's settings as vLLM's info gauge (vllm:cache_config_info, value 1, the
+// settings in its labels), and the process_* metrics without labels, as prometheus_client writes
+// them (process_metrics.h).
 #pragma once
 
 #include <span>
@@ -14,6 +18,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/metrics.h"
+#include "server/process_metrics.h"
 
 namespace dsinfer::server {
 
@@ -26,5 +31,17 @@ struct ExtraGauge {
 
 std::string format_prometheus(const runtime::Metrics& metrics, const runtime::EngineStats& stats,
                               std::string_view model_name, std::span<const ExtraGauge> extra = {});
+
+// vllm:cache_config_info's labels, under vLLM's names (num_gpu_blocks counts the KV pages wherever
+// they live; booleans read True/False, as Python writes them).
+struct CacheConfigInfo {
+  int64_t block_size = 0;  // tokens per KV page
+  int64_t num_gpu_blocks = 0;
+  bool enable_prefix_caching = true;
+  std::string cache_dtype = "auto";
+};
+std::string format_cache_config_info(const CacheConfigInfo& cache, std::string_view model_name);
+
+std::string format_process_metrics(const ProcessStats& process);
 
 }  // namespace dsinfer::server

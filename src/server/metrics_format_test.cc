@@ -108,5 +108,66 @@ TEST(MetricsFormat, EscapesTheModelNameAndSurvivesAnEmptyPool) {
   EXPECT_NE(text.find("vllm:kv_cache_usage_perc{model_name=\"a\\\"b\\\\c\\nd\"} 0.0\n"), std::string::npos);
 }
 
+TEST(MetricsFormat, RendersThePerRequestAndPerStepHistogramsUnderVllmsNames) {
+  runtime::Metrics metrics;
+  // One request of 120 prompt and 30 output tokens: scheduled 0.1 s after arrival, first token
+  // at 0.5 s, last at 2.5 s.
+  metrics.observe_finished_request(120, 30, 0.1, 0.5, 2.5);
+  metrics.observe_finished_request(7, 0, -1.0, -1.0, 0.0);  // aborted while waiting: counts only
+  metrics.iteration_tokens.observe(1);
+  metrics.iteration_tokens.observe(300);
+  std::map<std::string, double> samples = samples_of(format_prometheus(metrics, runtime::EngineStats{}, "dsv3"));
+  const std::string m = "{model_name=\"dsv3\"}";
+  auto bucket = [](const std::string& family, const std::string& le) {
+    return family + "_bucket{model_name=\"dsv3\",le=\"" + le + "\"}";
+  };
+  EXPECT_EQ(samples.at("vllm:request_prompt_tokens_count" + m), 2);
+  EXPECT_EQ(samples.at("vllm:request_prompt_tokens_sum" + m), 127);
+  EXPECT_EQ(samples.at(bucket("vllm:request_prompt_tokens", "10.0")), 1);
+  EXPECT_EQ(samples.at(bucket("vllm:request_prompt_tokens", "100.0")), 1);
+  EXPECT_EQ(samples.at(bucket("vllm:request_prompt_tokens", "200.0")), 2);
+  EXPECT_EQ(samples.at("vllm:request_generation_tokens_sum" + m), 30);
+  // vLLM's 1-2-5 token buckets, labelled as prometheus_client labels them.
+  EXPECT_EQ(samples.at(bucket("vllm:request_generation_tokens", "100000.0")), 2);
+  EXPECT_EQ(samples.at(bucket("vllm:request_generation_tokens", "1e+06")), 2);
+  EXPECT_EQ(samples.at("vllm:request_prefill_time_seconds_count" + m), 1);
+  EXPECT_DOUBLE_EQ(samples.at("vllm:request_prefill_time_seconds_sum" + m), 0.4);
+  EXPECT_EQ(samples.at("vllm:request_decode_time_seconds_count" + m), 1);
+  EXPECT_DOUBLE_EQ(samples.at("vllm:request_decode_time_seconds_sum" + m), 2.0);
+  EXPECT_EQ(samples.at(bucket("vllm:request_decode_time_seconds", "1.5")), 0);
+  EXPECT_EQ(samples.at(bucket("vllm:request_decode_time_seconds", "2.0")), 1);
+  EXPECT_EQ(samples.at("vllm:iteration_tokens_total_count" + m), 2);
+  EXPECT_EQ(samples.at(bucket("vllm:iteration_tokens_total", "1.0")), 1);
+  EXPECT_EQ(samples.at(bucket("vllm:iteration_tokens_total", "256.0")), 1);
+  EXPECT_EQ(samples.at(bucket("vllm:iteration_tokens_total", "512.0")), 2);
+}
+
+TEST(MetricsFormat, RendersTheCacheConfigAsAnInfoGauge) {
+  std::string text = format_cache_config_info({64, 1234, false, "auto"}, "dsv3");
+  EXPECT_EQ(text,
+            "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+            "# TYPE vllm:cache_config_info gauge\n"
+            "vllm:cache_config_info{model_name=\"dsv3\",block_size=\"64\",cache_dtype=\"auto\","
+            "enable_prefix_caching=\"False\",num_gpu_blocks=\"1234\"} 1.0\n");
+}
+
+TEST(MetricsFormat, RendersProcessMetricsWithoutLabelsAsPrometheusClientWritesThem) {
+  ProcessStats process;
+  process.resident_memory_bytes = 12345678;
+  process.virtual_memory_bytes = 100000;
+  process.cpu_seconds = 1.25;
+  process.start_time_seconds = 1732480000.5;
+  process.open_fds = 17;
+  process.max_fds = 1048576;
+  std::string text = format_process_metrics(process);
+  for (const char* line : {"# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 1.2345678e+07\n",
+                           "process_virtual_memory_bytes 100000.0\n",
+                           "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1.25\n",
+                           "process_start_time_seconds 1.7324800005e+09\n", "process_open_fds 17.0\n",
+                           "process_max_fds 1.048576e+06\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\nin:\n" << text;
+  EXPECT_EQ(text.find('{'), std::string::npos) << "process_* metrics carry no labels";
+}
+
 }  // namespace
 }  // namespace dsinfer::server

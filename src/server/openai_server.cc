@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "core/log.h"
+#include "model/kv_cache.h"
 #include "server/cors.h"
 #include "server/in_flight_requests.h"
 #include "server/metrics_format.h"
@@ -13,6 +14,8 @@
 #include "server/openai_response.h"
 #include "server/openai_stream.h"
 #include "server/openai_tools.h"
+#include "server/process_metrics.h"
+#include "server/request_log.h"
 
 namespace dsinfer::server {
 namespace {
@@ -94,12 +97,16 @@ struct Exchange {
   std::function<std::string()> stream_head;                             // first SSE text, may be empty
   std::function<std::string(const runtime::StreamOutput&)> stream_next;  // SSE text for an output
   std::function<Json(const Generation&)> answer;                         // the whole response
+  std::string id;                                                        // the response's id, for the log
 };
 
 }  // namespace
 
 struct OpenAIServer::Impl {
-  explicit Impl(ServerOptions options_in) : options(std::move(options_in)) {
+  explicit Impl(ServerOptions options_in)
+      : options(std::move(options_in)),
+        gateway(WorkerIdentity{options.served_model_name, options.version, options.commit,
+                               options.reasoning ? "deepseek-r1" : "", options.tool_call_parser, options.gateway}) {
     check_tool_flags(options.tool_call_parser, options.enable_auto_tool_choice);
     options.http.error_body = [](int status, const std::string& message) { return error_body(status, message); };
     // The API key is checked from the head, before any body is read: an unauthenticated client
@@ -110,7 +117,9 @@ struct OpenAIServer::Impl {
       // Draining: refused before any body is read (/health says why itself).
       if (requests.draining() && path != "/health" && path != "/metrics")
         return HttpAnswer{503, std::string(kJson), error_body(shutting_down()), cors_headers(head)};
-      if (!path.starts_with("/v1") && path != "/tokenize" && path != "/detokenize") return std::nullopt;
+      const bool needs_key = path.starts_with("/v1") || path == "/tokenize" || path == "/detokenize" ||
+                             gateway_path_needs_api_key(path);
+      if (!needs_key) return std::nullopt;
       if (head.method == "OPTIONS" && cors_enabled()) return std::nullopt;  // a preflight carries no key
       try {
         check_auth(head);
@@ -147,8 +156,12 @@ struct OpenAIServer::Impl {
   Json model_card() const;
   void version(HttpResponder& responder);
   void metrics(HttpResponder& responder);
+  void flush_cache(const HttpRequest&, const std::shared_ptr<HttpResponder>& responder, const Admission&) {
+    gateway.flush_cache(*model().engine, *responder);
+  }
 
   ServerOptions options;
+  GatewayRoutes gateway;
   std::unique_ptr<HttpServer> http;
   std::atomic<bool> ready{false};
   ServedModel served;
@@ -292,6 +305,12 @@ void OpenAIServer::Impl::route(const HttpRequest& request, const std::shared_ptr
     check_auth(request);
     return prepare(request, responder, &Impl::detokenize);
   }
+  if (is_gateway_path(path)) {
+    if (gateway_path_needs_api_key(path)) check_auth(request);
+    if (path != "/flush_cache") return gateway.answer(request, responder, *model().engine);
+    expect("POST");
+    return prepare(request, responder, &Impl::flush_cache);  // waits for the engine thread
+  }
   throw route_not_found(method, path);
 }
 
@@ -349,6 +368,7 @@ void OpenAIServer::Impl::submit(std::vector<int32_t> prompt, runtime::RequestOpt
       admission->finish();
     };
   }
+  if (options.log_requests) sink = with_request_log(std::move(sink), exchange.id);
   runtime::RequestId id = engine.submit(std::move(prompt), std::move(request_options), std::move(sink));
   admission->running_as(engine, id);
   responder->on_disconnect([&engine, id] { engine.abort(id); });
@@ -357,7 +377,9 @@ void OpenAIServer::Impl::submit(std::vector<int32_t> prompt, runtime::RequestOpt
 void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder,
                                           const Admission& admission) {
   const ServedModel& served_model = model();
-  ChatCompletionRequest chat = parse_chat_request(parse_json_body(request.body));
+  Json body = parse_json_body(request.body);
+  refuse_disaggregation_fields(body);
+  ChatCompletionRequest chat = parse_chat_request(body);
   check_model_name(chat.model);
   ToolParsing tools =
       tool_parsing(chat.tools, chat.tool_choice, options.tool_call_parser, options.enable_auto_tool_choice);
@@ -376,14 +398,17 @@ void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std:
                     [stream](const runtime::StreamOutput& output) { return stream->next(output); },
                     [meta, format](const Generation& generation) {
                       return chat_completion_response(meta, generation, format);
-                    }};
+                    },
+                    meta.id};
   submit(std::move(prompt), std::move(request_options), std::move(exchange));
 }
 
 void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder,
                                      const Admission& admission) {
   const ServedModel& served_model = model();
-  CompletionRequest completion = parse_completion_request(parse_json_body(request.body));
+  Json body = parse_json_body(request.body);
+  refuse_disaggregation_fields(body);
+  CompletionRequest completion = parse_completion_request(body);
   check_model_name(completion.model);
   std::vector<int32_t> prompt;
   if (const auto* text = std::get_if<std::string>(&completion.prompt)) {
@@ -401,7 +426,8 @@ void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shar
                     [stream](const runtime::StreamOutput& output) { return stream->next(output); },
                     [meta, format](const Generation& generation) {
                       return completion_response(meta, generation, format);
-                    }};
+                    },
+                    meta.id};
   submit(std::move(prompt), std::move(request_options), std::move(exchange));
 }
 
@@ -498,9 +524,13 @@ void OpenAIServer::Impl::metrics(HttpResponder& responder) {
   const ServedModel& served_model = model();
   std::vector<ExtraGauge> extra = {
       {"dsinfer:open_connections", "HTTP connections open now.", static_cast<double>(http->open_connections())}};
-  responder.respond(200, "text/plain; version=0.0.4; charset=utf-8",
-                    format_prometheus(served_model.engine->metrics(), served_model.engine->stats(),
-                                      options.served_model_name, extra));
+  runtime::Engine& engine = *served_model.engine;
+  const runtime::EngineStats stats = engine.stats();
+  std::string text = format_prometheus(engine.metrics(), stats, options.served_model_name, extra);
+  text += format_cache_config_info({model::kPageSize, stats.total_pages, engine.config().enable_prefix_caching},
+                                   options.served_model_name);
+  if (std::optional<ProcessStats> process = read_process_stats()) text += format_process_metrics(*process);
+  responder.respond(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text));
 }
 
 OpenAIServer::OpenAIServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {

@@ -3,7 +3,11 @@
 //
 //   POST /v1/chat/completions, POST /v1/completions (streamed as SSE or not), GET /v1/models,
 //   GET /v1/models/{id}, GET /health (503 until a model is attached, and once the engine has failed
-//   for good), POST /tokenize, POST /detokenize, GET /metrics, GET /version.
+//   for good), POST /tokenize, POST /detokenize, GET /metrics, GET /version; and what routers read
+//   from a worker (gateway_routes.h): /server_info, /model_info, /v1/loads, /flush_cache,
+//   /health_generate.
+//
+// Each finished request logs one line (request_log.h) unless ServerOptions::log_requests is off.
 //
 // Routing runs on the HTTP event loop, which never blocks: /health, /metrics and /v1/models are
 // answered there, and the requests that need real work (parsing a body of up to --max-body-mb,
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "server/gateway_routes.h"
 #include "server/http.h"
 #include "server/request_workers.h"
 #include "tokenizer/chat/chat_template.h"
@@ -52,6 +57,10 @@ struct ServerOptions {
   // What GET /version reports: the build's version and the commit it was built from.
   std::string version = "unknown";
   std::string commit = "unknown";
+  // One log line per finished request (request_log.h); --disable-log-requests turns it off.
+  bool log_requests = true;
+  // What /server_info and /model_info say about the model, and /health_generate's timeout.
+  GatewayOptions gateway;
 };
 
 // What a loaded model brings to the server. The server borrows these; they outlive it.

@@ -1505,6 +1505,53 @@ void add_sampling_cases(std::vector<Case>& cases, const Dims& d) {
                               }));
   }
   cases.push_back(d.full() ? frequency_case(2048, 8192, 0.08) : frequency_case(512, 2048, 0.15));
+  // The overlap scheduler's form: queued, then waited for; the tokens it leaves on the device for the
+  // next step must be the ones it hands the host.
+  for (bool greedy : {true, false}) {
+    cases.push_back(make_case("queue_sample_tokens",
+                              str_cat(greedy ? "greedy" : "sampled", greedy ? "" : ", penalties, bans, logprobs",
+                                      " B=", B, " V=", V),
+                              [=](uint64_t seed) {
+                                auto data = make_sampling_data(B, V, greedy, !greedy, seed);
+                                OpSpec s;
+                                s.args = {{"logits", ArgKind::kInPlace, data->logits, DType::kF32}};
+                                s.results = {"tokens", "logprob", "top ids", "top logprobs", "device tokens"};
+                                s.call = [data](Backend& b, std::vector<Tensor>& a) {
+                                  std::unique_ptr<PendingTokens> pending = b.queue_sample_tokens(a[0], data->batch);
+                                  Tensor device = pending->device_tokens();
+                                  Results results = sampled_results(pending->wait());
+                                  results.push_back(device);
+                                  return results;
+                                };
+                                s.compare = [data](const Outputs& reference, const Outputs& candidate) {
+                                  std::vector<CheckResult> checks = compare_sampled(*data, reference, candidate);
+                                  checks.push_back(
+                                      check_exact("device tokens", candidate.get("tokens"), candidate.get("device tokens")));
+                                  return checks;
+                                };
+                                s.keep_alive = data;
+                                return s;
+                              }));
+  }
+  // Placeholders -(r + 1) in a step's ids, resolved from the previous step's B sampled tokens.
+  for (int64_t T : d.pick<int64_t>({64}, {1, 256})) {
+    cases.push_back(make_case("resolve_placeholders", str_cat("T=", T, " from B=", B, " tokens"), [=](uint64_t seed) {
+      Tensor ids = random_ids(T, V, stream(seed, 0));
+      for (int64_t t = 0; t < T; t += 2)  // every other id a placeholder, rows in scrambled order
+        ids.data<int32_t>()[t] = -static_cast<int32_t>(hash_at(stream(seed, 1), t) % B) - 1;
+      if (T > 1) ids.data<int32_t>()[T - 1] = -static_cast<int32_t>(B);  // the last row
+      OpSpec s;
+      s.args = {{"previous", ArgKind::kConstant, random_ids(B, V, stream(seed, 2))}};
+      s.results = {"ids"};
+      s.call = [ids](Backend& b, std::vector<Tensor>& a) {
+        Tensor resolved = b.to_device(ids.clone());  // the op rewrites its ids: a fresh copy each run
+        b.resolve_placeholders(resolved, a[0]);
+        return Results{resolved};
+      };
+      s.compare = compare_with(kExact);
+      return s;
+    }));
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1775,7 +1822,7 @@ const std::vector<std::string>& conformance_ops() {
       "concat_last", "slice_last",   "gather_rows",          "concat_rows",  "linear",
       "linear_f32",  "grouped_linear", "rope_inplace",       "write_cache",  "gather_cache",
       "attention_expanded", "attention_absorbed", "route",   "moe_experts",
-      "sample_tokens",
+      "sample_tokens", "queue_sample_tokens", "resolve_placeholders",
   };
   return ops;
 }
@@ -1785,7 +1832,9 @@ const std::vector<std::string>& backend_plumbing() {
   // (model/decode_graphs_test.cc), where a whole step is recorded.
   static const std::vector<std::string> names = {"name",       "device", "compute_dtype", "begin_step", "synchronize",
                                                  "memory_info", "release_cached_memory", "empty", "to_device",
-                                                 "to_host", "capture", "replay"};
+                                                 "to_host", "capture", "replay",
+                                                 // PendingTokens, tested through queue_sample_tokens
+                                                 "device_tokens", "wait"};
   return names;
 }
 

@@ -75,6 +75,12 @@ class ForwardingBackend : public Backend {
   SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
     return inner_->sample_tokens(logits, batch);
   }
+  std::unique_ptr<PendingTokens> queue_sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
+    return inner_->queue_sample_tokens(logits, batch);
+  }
+  void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
+    inner_->resolve_placeholders(token_ids, previous);
+  }
 
  protected:
   Backend& inner() { return *inner_; }
@@ -215,6 +221,8 @@ enum class Fault {
   kRopeOnePositionLate,
   kSiluMulThrows,
   kRmsNormOverwritesItsInput,
+  kPlaceholdersTakeTheNextRow,
+  kQueuedSamplingLeavesStaleDeviceTokens,
 };
 
 class BrokenBackend final : public ForwardingBackend {
@@ -278,6 +286,30 @@ class BrokenBackend final : public ForwardingBackend {
     unbanned.banned_tokens.clear();
     std::fill(unbanned.banned_start.begin(), unbanned.banned_start.end(), 0);
     return inner().sample_tokens(logits, unbanned);
+  }
+  void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
+    if (fault_ != Fault::kPlaceholdersTakeTheNextRow) return inner().resolve_placeholders(token_ids, previous);
+    int32_t* ids = token_ids.data<int32_t>();
+    for (int64_t t = 0; t < token_ids.numel(); ++t)
+      if (ids[t] < 0) ids[t] = previous.data<int32_t>()[(-ids[t]) % previous.numel()];
+  }
+  std::unique_ptr<PendingTokens> queue_sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
+    if (fault_ != Fault::kQueuedSamplingLeavesStaleDeviceTokens) return inner().queue_sample_tokens(logits, batch);
+    // The host gets this step's tokens, the device keeps the first row's token in every row.
+    SampledTokens sampled = inner().sample_tokens(logits, batch);
+    class Stale final : public PendingTokens {
+     public:
+      explicit Stale(SampledTokens sampled) : sampled_(std::move(sampled)), stale_(sampled_.tokens.clone()) {
+        std::fill_n(stale_.data<int32_t>(), stale_.numel(), stale_.numel() ? stale_.data<int32_t>()[0] : 0);
+      }
+      const Tensor& device_tokens() const override { return stale_; }
+      SampledTokens wait() override { return sampled_; }
+
+     private:
+      SampledTokens sampled_;
+      Tensor stale_;
+    };
+    return std::make_unique<Stale>(std::move(sampled));
   }
   Tensor gather_rows(const Tensor& x, const std::vector<int32_t>& rows) override {
     if (fault_ != Fault::kGatherRowsTakesTheNextRow) return inner().gather_rows(x, rows);
@@ -355,6 +387,8 @@ const FaultCase kFaults[] = {
     {Fault::kRopeOnePositionLate, "rope_inplace", "RopeOnePositionLate"},
     {Fault::kSiluMulThrows, "silu_mul", "SiluMulThrowing"},
     {Fault::kRmsNormOverwritesItsInput, "rms_norm", "RmsNormOverwritingItsInput"},
+    {Fault::kPlaceholdersTakeTheNextRow, "resolve_placeholders", "PlaceholdersResolvedFromTheNextRow"},
+    {Fault::kQueuedSamplingLeavesStaleDeviceTokens, "queue_sample_tokens", "QueuedSamplingLeavingStaleDeviceTokens"},
 };
 
 // ------------------------------------------------------------------------------------------------

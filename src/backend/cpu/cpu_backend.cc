@@ -65,6 +65,9 @@ class CpuBackend final : public Backend {
   SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
     return cpu::sample_tokens(logits, batch);
   }
+  void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
+    cpu::resolve_placeholders(token_ids, previous);
+  }
 };
 
 }  // namespace

@@ -36,6 +36,7 @@ Routing route(const Tensor& logits, const Tensor& bias, const RouterParams& para
 Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts);
 
 SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch);
+void resolve_placeholders(Tensor& token_ids, const Tensor& previous);
 
 // Checks used by every op: dtype and rank, with the op's name in the message.
 void expect_f32(const Tensor& t, const char* op, const char* what, int rank);

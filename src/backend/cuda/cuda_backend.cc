@@ -8,6 +8,7 @@
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/norm.h"
+#include "backend/cuda/placeholders.h"
 #include "backend/cuda/random_fill.h"
 #include "backend/cuda/rope_cache.h"
 #include "backend/cuda/routing.h"
@@ -192,6 +193,15 @@ class CudaBackend final : public Backend, public CudaContext {
     return out;
   }
 
+  void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
+    expect_device(token_ids, "resolve_placeholders", "token_ids");
+    expect_device(previous, "resolve_placeholders", "previous");
+    DSINFER_CHECK(token_ids.dtype() == DType::kI32 && token_ids.rank() == 1 && previous.dtype() == DType::kI32 &&
+                      previous.rank() == 1,
+                  "resolve_placeholders: token ids and previous tokens must be [n] int32");
+    cuda::resolve_placeholders(token_ids.data<int32_t>(), token_ids.numel(), previous.data<int32_t>(), stream_);
+  }
+
   Tensor rms_norm(const Tensor& x_in, const Tensor& weight, float eps) override {
     Tensor x = activation(x_in);
     expect_bf16(x, "rms_norm", "x", 2);
@@ -372,8 +382,12 @@ class CudaBackend final : public Backend, public CudaContext {
   }
 
   SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
+    return queue_sample_tokens(logits, batch)->wait();
+  }
+
+  std::unique_ptr<PendingTokens> queue_sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
     Tensor device_logits = logits.device() == Device::kCuda ? logits : to_device(logits);
-    return ops_->sample_tokens(device_logits, batch);
+    return ops_->queue_sample_tokens(device_logits, batch);
   }
 
  private:

@@ -29,14 +29,25 @@ struct CudaOptions {
   //   FP8 GEMV up to 16 rows, expert GEMV 4 / 1:  1.71 / 7.07 / 12.20  and  1.70 / 7.22 / 12.19
   //   FP8 GEMV up to 4 rows, expert GEMV 2:       1.72 / 6.98 / 12.18
   int64_t fp8_gemv_max_rows = 16;
-  // bf16 linears with short rows (K <= 2048) and at most this many token rows run our GEMV instead
-  // of cuBLASLt (gemm.h, GemmOptions::bf16_fallback_max_rows); 0: never.
-  int64_t bf16_gemv_max_rows = 0;
+  // bf16 linears with at most this many token rows run our one-pass GEMV (fp8_gemm.h's fallback)
+  // instead of cuBLASLt (gemm.h, GemmOptions::bf16_fallback_max_rows); 0: never. H200, one row, us
+  // (L2 flushed, CUDA events), GEMV vs cuBLASLt: q_a 12.2 / 14.9, q_b 28.7 / 31.0, kv_a 9.6 / 10.9,
+  // o_proj 67.7 / 72.3, dense gate_up 135 / 147, dense down 73.8 / 78.5, LM head 438 / 430; at two
+  // rows q_b and the LM head lose more (33.0 / 31.2, 440 / 430).
+  int64_t bf16_gemv_max_rows = 1;
   int moe_gemv_max_rows = 2;
+  // FP8 routed experts with more rows than the expert GEMV takes and at most this many take the
+  // FP8-activation product kernels (moe_fp8_rows.h: weights unpacked once, tiles of 8 rows) instead of
+  // the 16-row tensor-core tile; 0: never. At most 32. H200, V3 widths, one MoE layer (moe_fp8_rows_check,
+  // all experts' rows through one path): 256 tokens 4.08 vs 4.88 ms; 64 tokens 3.37 vs 3.48 ms.
+  int moe_fp8_mma_max_rows = 16;
   // MLA decode: the fewest cache pages a split-KV chunk covers (mla_decode.h). H200, V3 widths, 4
   // layers at context 2048, graphs on, step ms at batch 1 / 8 / 64 / 256 (bench/gpu/model_step_bench
   // --mla-min-split-pages): 2 pages 1.471 / 3.009 / 5.889 / 10.604, 1 page 1.469 / 3.043 / 5.914 / 10.618.
   int mla_min_split_pages = 2;
+  // MLA decode on the warpgroup tensor cores (mla_decode_wgmma.h; heads a multiple of 64), else the
+  // mma.sync kernel.
+  bool mla_wgmma = true;
 };
 
 // What the device is and what it holds, for start-up reports and the memory plan.

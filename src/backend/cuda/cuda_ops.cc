@@ -34,14 +34,24 @@ GemmWeight gemm_weight(const LinearWeight& weight) {
   return out;
 }
 
+GemmOptions gemm_options(const CudaOptions& options) {
+  GemmOptions gemm;
+  gemm.fp8_fallback_max_rows = options.fp8_gemv_max_rows;
+  gemm.force_fallback = options.reference_kernels;
+  gemm.bf16_fallback_max_rows = options.bf16_gemv_max_rows;
+  return gemm;
+}
+
 class Ops final : public CudaOps {
  public:
   Ops(CudaContext& context, const CudaOptions& options)
       : context_(context),
         reference_(options.reference_kernels),
         moe_gemv_max_rows_(options.moe_gemv_max_rows),
+        moe_fp8_mma_max_rows_(options.moe_fp8_mma_max_rows),
         mla_min_split_pages_(options.mla_min_split_pages),
-        gemm_(GemmOptions{options.fp8_gemv_max_rows, options.reference_kernels, options.bf16_gemv_max_rows}),
+        mla_kernel_(options.mla_wgmma ? MlaDecodeKernel::kWgmma : MlaDecodeKernel::kTensorCore),
+        gemm_(gemm_options(options)),
         sampler_(context) {}
 
   Tensor linear(const Tensor& x, const LinearWeight& weight, DType out_dtype) override {
@@ -136,7 +146,7 @@ class Ops final : public CudaOps {
         mla_decode_scratch_bytes(args.tokens, args.heads, args.sm_count, args.latent_dim, args.rope_dim);
     std::shared_ptr<void> scratch = args.scratch_bytes ? context_.allocate_bytes(args.scratch_bytes) : nullptr;
     args.scratch = scratch.get();
-    mla_decode(args, reference_ ? MlaDecodeKernel::kSimple : MlaDecodeKernel::kTensorCore, context_.stream());
+    mla_decode(args, reference_ ? MlaDecodeKernel::kSimple : mla_kernel_, context_.stream());
     return out;
   }
 
@@ -151,6 +161,10 @@ class Ops final : public CudaOps {
     shape.inter = down.data.dim(2);
     shape.hidden = x.dim(1);
     shape.gemv_max_rows = moe_gemv_max_rows_;
+    // The FP8-activation kernels for FP8 experts (the reference mode keeps the dequantizing ones;
+    // bf16 experts need none of their scratch).
+    const bool fp8_experts = gate_up.format == WeightFormat::kFp8Block || down.format == WeightFormat::kFp8Block;
+    shape.fp8_mma_max_rows = reference_ || !fp8_experts ? 0 : moe_fp8_mma_max_rows_;
     DSINFER_CHECK(gate_up.data.rank() == 3 && down.data.rank() == 3 && gate_up.data.dim(1) == 2 * shape.inter &&
                       gate_up.data.dim(2) == shape.hidden && down.data.dim(1) == shape.hidden &&
                       routing.expert_ids.dim(0) == shape.tokens,
@@ -183,8 +197,8 @@ class Ops final : public CudaOps {
     return out;
   }
 
-  SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
-    return sampler_.sample(logits, batch);
+  std::unique_ptr<PendingTokens> queue_sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
+    return sampler_.queue(logits, batch);
   }
 
  private:
@@ -224,7 +238,9 @@ class Ops final : public CudaOps {
   CudaContext& context_;
   bool reference_;
   int moe_gemv_max_rows_;
+  int moe_fp8_mma_max_rows_;
   int mla_min_split_pages_;
+  MlaDecodeKernel mla_kernel_;
   GemmRunner gemm_;
   SamplingOp sampler_;
 };

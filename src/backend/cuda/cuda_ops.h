@@ -33,7 +33,7 @@ class CudaOps {
   virtual Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionBatch& batch, float scale,
                                     int64_t latent_width) = 0;
   virtual Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) = 0;
-  virtual SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) = 0;
+  virtual std::unique_ptr<PendingTokens> queue_sample_tokens(Tensor& logits, const SamplingBatch& batch) = 0;
 };
 
 struct CudaOptions;

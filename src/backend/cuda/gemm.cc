@@ -287,7 +287,7 @@ LinearPlan plan_linear(const GemmOptions& options, DType weight_dtype, DType y_d
   if (options.force_fallback) return {GemmPath::kFallback, 0};
   switch (weight_dtype) {
     case DType::kBF16:
-      if (tokens <= options.bf16_fallback_max_rows && in_features <= GemmOptions::kShortK)
+      if (tokens <= options.bf16_fallback_max_rows && out_features <= GemmOptions::kFallbackMaxOutputs)
         return {GemmPath::kFallback, 0};
       return {GemmPath::kCublasLt, 0};
     case DType::kF32:

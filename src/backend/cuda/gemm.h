@@ -48,11 +48,11 @@ struct GemmOptions {
   int64_t fp8_fallback_max_rows = 0;
   // Every product through the fallback kernel (reference runs, debugging).
   bool force_fallback = false;
-  // bf16 weights with at most kShortK columns: the fallback when T <= this (cuBLASLt's small-M
-  // kernels split such short rows and read ~1.3 TB/s on an H200 at K = 1536, q_b_proj's width).
-  // 0: always cuBLASLt.
+  // bf16 weights with at most kFallbackMaxOutputs rows: the fallback when T <= this. 0: always
+  // cuBLASLt. (At one row it streams the weights faster than cuBLASLt's small-M kernels on every
+  // DeepSeek-V3 shape but the LM head; see CudaOptions::bf16_gemv_max_rows.)
   int64_t bf16_fallback_max_rows = 0;
-  static constexpr int64_t kShortK = 2048;
+  static constexpr int64_t kFallbackMaxOutputs = 65536;  // below a vocabulary's 129,280
 };
 
 // A linear weight as stored: [N, K] row-major (K contiguous).

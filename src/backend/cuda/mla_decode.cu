@@ -16,12 +16,14 @@
 //                heads 16 mt.. of keys part * 32 / D ..), S through shared memory, then every warp
 //                runs the same online softmax for its 16 heads and accumulates P V for its 512 / D
 //                output dims (D = warps per head tile).
+//   kWgmma:      mla_decode_wgmma.cu (Hopper wgmma + TMA; grid (H / 64, splits, T), 256 threads), when
+//                H is a multiple of 64; otherwise kTensorCore. Same chunks, scratch and combine.
 //   combine:     grid (H, T), 128 threads, 4 output dims a thread; only when splits > 1. Thread s
 //                reads chunk s's stats, block reductions give the max and denominator, then each
 //                thread sums its float4 of every chunk with 8 coalesced 16-byte loads in flight.
 //                Bytes: splits * H * (512 * 4 + 8) read per token, H * 512 * 2 written.
 //   splits:      min(one wave of blocks, 128); each token uses ceil(its pages / chunk pages) of them,
-//                chunks of at least min_split_pages pages (split_rows); see mla_decode_num_splits.
+//                chunks of at least min_split_pages pages (mla_split_rows); see mla_decode_num_splits.
 //   generic:     any other widths (L, R): grid (ceil(H / 8), T), 256 threads; warp w owns head
 //                8 * blockIdx.x + w of token blockIdx.y and walks all its visible rows (no split);
 //                lane l holds q dims l + 32 i (i < 32) and output dims l + 32 i < L in registers.
@@ -35,6 +37,8 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mla_decode_internal.cuh"
+#include "backend/cuda/mla_decode_wgmma.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/vector.cuh"
 #include "core/error.h"
@@ -51,62 +55,9 @@ constexpr int kChunks16 = kWidth * 2 / 16;  // 16-byte pieces of a cache or q ro
 constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kWidth % 16 == 0 && kLatent % 64 == 0, "MLA widths must tile by the mma shapes");
 
-// Everything the kernels read, by value (kernel parameters).
-struct Params {
-  const bf16* q;
-  const bf16* cache;
-  const int32_t* token_sequence;
-  const int32_t* positions;
-  const int32_t* page_table_start;
-  const int32_t* page_ids;
-  bf16* out;
-  float* partial_out;     // [T, splits, H, 512]   (splits > 1)
-  float2* partial_stats;  // [T, splits, H]        (splits > 1)
-  int heads;
-  int num_splits;
-  int min_split_pages;    // fewest pages a chunk covers (MlaDecodeArgs::min_split_pages)
-  float scale_log2;       // scale * log2(e): scores are kept in log2 units, exp2f throughout
-};
-
-// The rows [begin, end) of a token's context handled by one chunk: whole pages, evenly shared but at
-// least min_split_pages a chunk, so the layout depends only on the token's own length and the split
-// count (chunks past the end are empty: a short context uses fewer of the launched splits).
-struct RowRange {
-  int begin;
-  int end;
-  __device__ bool empty() const { return begin >= end; }
-};
-
-__device__ RowRange split_rows(int kv_len, int split, int num_splits, int min_split_pages) {
-  if (kv_len <= 0) return {0, 0};
-  int pages = (kv_len + kPage - 1) / kPage;
-  int pages_per_split = max((pages + num_splits - 1) / num_splits, min_split_pages);
-  int begin = split * pages_per_split * kPage;
-  int end = min(begin + pages_per_split * kPage, kv_len);
-  return {begin, end};
-}
-
-// Rows token t attends to: 0..position, never past its sequence's page table (a bad position must
-// not read a page id that is not there).
-__device__ int visible_rows(const Params& p, int t, int sequence) {
-  const int pages = p.page_table_start[sequence + 1] - p.page_table_start[sequence];
-  return min(p.positions[t] + 1, pages * kPage);
-}
-
-__device__ size_t partial_index(int t, int split, int head, const Params& p) {
-  return (static_cast<size_t>(t) * p.num_splits + split) * p.heads + head;
-}
-
-// A chunk with no rows: the final output is zero when unsplit (only a padding token gets here);
-// otherwise stats (-inf, 0), which the combine skips. Called by the lanes of one warp for one head.
-__device__ void finish_empty(const Params& p, int t, int split, int head, int lane) {
-  if (p.num_splits == 1) {
-    __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(p.out + (static_cast<size_t>(t) * p.heads + head) * kLatent);
-    for (int i = lane; i < kLatent / 2; i += 32) out[i] = __floats2bfloat162_rn(0.f, 0.f);
-  } else if (lane == 0) {
-    p.partial_stats[partial_index(t, split, head, p)] = make_float2(-INFINITY, 0.f);
-  }
-}
+// The kernel parameters and the split arithmetic live in mla_decode_internal.cuh (shared with
+// mla_decode_wgmma.cu).
+using Params = MlaDecodeParams;
 
 // ---------------------------------------------------------------------------------------------
 // kSimple: one warp per (token, head, chunk). Lane l holds q dims {2i, 2i+1 : i = l + 32k, k < 9}
@@ -123,9 +74,9 @@ __global__ void __launch_bounds__(kSimpleWarps * 32) mla_decode_simple_kernel(Pa
   if (head >= p.heads) return;  // no block-wide barriers in this kernel
 
   const int sequence = p.token_sequence[t];
-  const RowRange rows = split_rows(visible_rows(p, t, sequence), split, p.num_splits, p.min_split_pages);
+  const MlaRowRange rows = mla_split_rows(mla_visible_rows(p, t, sequence), split, p.num_splits, p.min_split_pages);
   if (rows.empty()) {
-    finish_empty(p, t, split, head, lane);
+    mla_finish_empty(p, t, split, head, lane);
     return;
   }
   const __nv_bfloat162* q_row =
@@ -166,7 +117,7 @@ __global__ void __launch_bounds__(kSimpleWarps * 32) mla_decode_simple_kernel(Pa
     for (int k = 0; k < kSimpleOutPairs; ++k)
       out[lane + 32 * k] = __floats2bfloat162_rn(acc[k].x * inverse, acc[k].y * inverse);
   } else {
-    const size_t index = partial_index(t, split, head, p);
+    const size_t index = mla_partial_index(t, split, head, p);
     float2* out = reinterpret_cast<float2*>(p.partial_out + index * kLatent);
 #pragma unroll
     for (int k = 0; k < kSimpleOutPairs; ++k) out[lane + 32 * k] = acc[k];
@@ -214,10 +165,10 @@ __global__ void __launch_bounds__(kMTiles * kDimSplits * 32, 1) mla_decode_tc_ke
   const int m_tile = warp / kDimSplits, part = warp % kDimSplits;
 
   const int sequence = p.token_sequence[t];
-  const RowRange rows = split_rows(visible_rows(p, t, sequence), split, p.num_splits, p.min_split_pages);
+  const MlaRowRange rows = mla_split_rows(mla_visible_rows(p, t, sequence), split, p.num_splits, p.min_split_pages);
   if (rows.empty()) {  // uniform over the block: nobody reaches a barrier
     for (int h = warp; h < Shape::kHeads && head0 + h < p.heads; h += Shape::kWarps)
-      finish_empty(p, t, split, head0 + h, lane);
+      mla_finish_empty(p, t, split, head0 + h, lane);
     return;
   }
 
@@ -382,7 +333,7 @@ __global__ void __launch_bounds__(kMTiles * kDimSplits * 32, 1) mla_decode_tc_ke
         *reinterpret_cast<__nv_bfloat162*>(out + 8 * j) =
             __floats2bfloat162_rn(acc[j][2 * half] * inverse, acc[j][2 * half + 1] * inverse);
     } else {
-      const size_t index = partial_index(t, split, head, p);
+      const size_t index = mla_partial_index(t, split, head, p);
       float* out = p.partial_out + index * kLatent + dim0 + 2 * c;
 #pragma unroll
       for (int j = 0; j < Shape::kDimTilesPerWarp; ++j)
@@ -428,7 +379,7 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(Par
   __shared__ float weights[kMlaDecodeMaxSplits];
   __shared__ float reduce_scratch[kCombineWarps];
   const int head = blockIdx.x, t = blockIdx.y, dim = threadIdx.x * 4;
-  const size_t first = partial_index(t, 0, head, p);
+  const size_t first = mla_partial_index(t, 0, head, p);
   const size_t stride = p.heads;  // between consecutive splits of one (token, head)
   const int splits = p.num_splits;
 
@@ -441,7 +392,7 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(Par
   if (static_cast<int>(threadIdx.x) < splits) weights[threadIdx.x] = weight;
   const float denominator = combine_block_reduce<false>(weight * stats.y, reduce_scratch);  // syncs weights too
 
-  // Chunks past the token's context are empty and come last (split_rows is monotone), so only
+  // Chunks past the token's context are empty and come last (mla_split_rows is monotone), so only
   // chunks 0..live_end-1 are read. Inside that range the loads are unconditional (so all
   // kCombineUnroll are in flight at once) and a weight-0 chunk's value is discarded by a select,
   // never multiplied (it may be NaN); indices past live_end are clamped to live_end - 1.
@@ -671,6 +622,8 @@ void mla_decode(const MlaDecodeArgs& args, MlaDecodeKernel kernel, cudaStream_t 
     const dim3 grid((args.heads + kSimpleWarps - 1) / kSimpleWarps, splits, args.tokens);
     mla_decode_simple_kernel<<<grid, kSimpleWarps * 32, 0, stream>>>(p);
     DSINFER_CUDA_CHECK_LAUNCH();
+  } else if (kernel == MlaDecodeKernel::kWgmma && mla_decode_wgmma_supports(args.heads)) {
+    launch_mla_decode_wgmma(p, args.tokens, stream);
   } else {
     const int heads_per_block = tc_choice(args.heads).heads_per_block;
     if (heads_per_block == 64)

@@ -41,9 +41,11 @@ inline constexpr int kMlaGenericMaxWidth = 1024;  // L + R limit of the generic 
 enum class MlaDecodeKernel : uint8_t {
   kSimple,      // CUDA cores, one warp per (token, head): the reference
   kTensorCore,  // mma.sync bf16, 16..64 heads per block as the M dimension
+  kWgmma,       // Hopper wgmma + TMA, 64 heads per block (mla_decode_wgmma.h); H not a multiple of 64
+                // takes kTensorCore. Same splits and scratch, so results are interchangeable.
 };
 
-// True when (latent_dim, rope_dim) are DeepSeek's 512 / 64, the widths the two fast kernels are built for.
+// True when (latent_dim, rope_dim) are DeepSeek's 512 / 64, the widths the fast kernels are built for.
 constexpr bool mla_decode_fast_widths(int latent_dim, int rope_dim) {
   return latent_dim == kMlaLatentDim && rope_dim == kMlaRopeDim;
 }
@@ -82,8 +84,8 @@ int mla_decode_num_splits(int tokens, int heads, int sm_count);
 size_t mla_decode_scratch_bytes(int max_tokens, int heads, int sm_count, int latent_dim = kMlaLatentDim,
                                 int rope_dim = kMlaRopeDim);
 
-// Enqueues the attention (and, when split, the merge) on `stream`; `kernel` chooses between the two
-// fast kernels at DeepSeek's widths and is ignored at other widths. Never allocates, synchronizes or
+// Enqueues the attention (and, when split, the merge) on `stream`; `kernel` chooses among the
+// kernels at DeepSeek's widths and is ignored at other widths. Never allocates, synchronizes or
 // reads device memory on the host: graph-capturable. Throws dsinfer::Error on bad arguments or a
 // failed launch. A token with position < 0 (a padding row) gets a zero output; rows past the end of
 // a sequence's page table are never read (the caller guarantees enough pages, as the CPU op checks).

@@ -19,10 +19,12 @@
 //      expert (deterministic). Dynamic shared memory: a [W, E] int table, W = min(32, 12000 / E)
 //      warps (32 KB for V3).
 //   2. gate_up, h [rows, I] bf16 = silu(gate) * up fused in the epilogue, by row count per expert:
-//      1 row: expert_gemv_kernel<row tile 1>; 2 .. gemv_max_rows: expert_gemv_kernel<row tile 8> (not
-//      launched when T = 1); more: expert_mma_kernel, 16-row tiles up to 16 rows, 64-row tiles beyond.
-//      Each launch lists the experts in its range on the device and skips the rest.
-//   3. down, y [rows, H] bf16: the same kernels.
+//      FP8 weights, 1 .. fp8_mma_max_rows rows (H, I multiples of 128): x quantized to fp8 per 128
+//      columns, then fp8_rows_kernel (moe_fp8_rows.h: FP8 mma.sync on the raw weights); of the other
+//      experts, 1 row: expert_gemv_kernel<row tile 1>; 2 .. gemv_max_rows: expert_gemv_kernel<row
+//      tile 8> (not launched when T = 1); more: expert_mma_kernel, 16-row tiles up to 16 rows, 64-row
+//      tiles beyond. Each launch lists the experts in its range on the device and skips the rest.
+//   3. down, y [rows, H] bf16: the same kernels (the FP8 ones after quantizing their experts' rows of h).
 //   4. combine_kernel, grid (H / 8 / 128 blocks, T), 128 threads: out[t] = sum_j w[t, j] * y[row(t, j)]
 //      in slot order j = 0..k-1 (deterministic, no atomics).
 // The product kernels are persistent (grid = SMs x guaranteed resident blocks, at most the work);
@@ -55,6 +57,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/moe_fp8_rows.h"
 #include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -694,8 +697,12 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 // ---- host side ----
 
+// The direct form's scratch: the plan's arrays, h [rows, I] and y [rows, H] bf16, and with the FP8
+// products x [T, H] and h [rows, I] quantized to e4m3 (values stored as f16) with their scales
+// [.., / 128] f32.
 struct ScratchLayout {
-  size_t offsets = 0, row_source = 0, slot_row = 0, hidden_rows = 0, expert_out = 0, total = 0;
+  size_t offsets = 0, row_source = 0, slot_row = 0, hidden_rows = 0, expert_out = 0;
+  size_t x_q = 0, x_scale = 0, h_q = 0, h_scale = 0, total = 0;
 };
 
 // The prefill form's scratch: the plan's arrays, then x's rows in expert order [rows, H] (reused for
@@ -746,6 +753,14 @@ void check_shape(const MoeShape& s) {
                 "moe_experts: unsupported shape (tokens ", s.tokens, ", top_k ", s.top_k, ", experts ", s.num_experts,
                 ", inter ", s.inter, ", hidden ", s.hidden, "); supported: up to ", kMaxExperts, " experts, ",
                 kMaxRows, " tokens x top_k, widths up to ", kMaxWidth);
+  DSINFER_CHECK(s.fp8_mma_max_rows >= 0 && s.fp8_mma_max_rows <= kFp8RowsMaxRows, "moe_experts: fp8_mma_max_rows ",
+                s.fp8_mma_max_rows, " outside 0..", kFp8RowsMaxRows);
+}
+
+// The most rows per expert the FP8 products take for shape s (moe_fp8_rows.h): 0 when they are off
+// or the widths do not fit them. The scratch layout and the dispatch both follow it.
+int fp8_rows_limit(const MoeShape& s) {
+  return s.fp8_mma_max_rows > 0 && fp8_rows_supported(s.hidden, s.inter) ? s.fp8_mma_max_rows : 0;
 }
 
 ScratchLayout scratch_layout(const MoeShape& s) {
@@ -755,6 +770,13 @@ ScratchLayout scratch_layout(const MoeShape& s) {
   take_plan(cursor, s, layout);
   layout.hidden_rows = cursor.take(rows * s.inter * sizeof(bf16));
   layout.expert_out = cursor.take(rows * s.hidden * sizeof(bf16));
+  if (fp8_rows_limit(s) > 0) {
+    const auto tokens = static_cast<size_t>(s.tokens);
+    layout.x_q = cursor.take(tokens * s.hidden * sizeof(__half));
+    layout.x_scale = cursor.take(tokens * (s.hidden / kWeightBlock) * sizeof(float));
+    layout.h_q = cursor.take(rows * s.inter * sizeof(__half));
+    layout.h_scale = cursor.take(rows * (s.inter / kWeightBlock) * sizeof(float));
+  }
   layout.total = cursor.total();
   return layout;
 }
@@ -809,35 +831,43 @@ void launch_mma(const ProductArgs& p, int64_t max_items, cudaStream_t stream) {
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 
-// One grouped product, split by each expert's row count (read on the device): 1 row, the one-row
-// GEMV; 2..16, the wide GEMV; more, the tensor-core kernel when use_mma (else the wide GEMV). With one
-// token every expert has one row (unless the router repeated an id), so the one-row GEMV serves all.
-// rows = T * k bounds every expert's count.
+// Experts' row counts lo..hi (hi < lo: none).
+struct RowRange {
+  int lo = 1, hi = 0;
+  bool empty() const { return hi < lo; }
+};
+
+// One grouped product, split by each expert's row count (read on the device): experts with a row
+// count in `served` are not touched (the FP8 products take them); of the others, 1 row,
+// the one-row GEMV; 2..16, the wide GEMV; more, the tensor-core kernel when use_mma (else the wide
+// GEMV). With one token every expert has one row (unless the router repeated an id), so the one-row
+// GEMV serves all. rows = T * k bounds every expert's count.
 template <bool kGateUp>
-void grouped_product(ProductArgs p, bool fp8, bool gemv_vector, bool use_mma, int mma_min_rows, int64_t tokens,
-                     int64_t rows, cudaStream_t stream) {
+void grouped_product(ProductArgs p, bool fp8, bool gemv_vector, bool use_mma, int mma_min_rows, RowRange served,
+                     int64_t tokens, int64_t rows, cudaStream_t stream) {
   const int64_t tiles = kGateUp ? p.outputs : ceil_div(p.outputs, 2);  // GEMV items per expert
   const int gemv_max_rows = use_mma ? mma_min_rows - 1 : INT_MAX;
-  p.min_rows = 1;
-  p.max_rows = tokens == 1 ? gemv_max_rows : 1;
-  launch_gemv<kGateUp>(p, fp8, gemv_vector, false, std::min<int64_t>(p.num_experts, rows) * tiles, stream);
-  if (tokens > 1 && gemv_max_rows >= 2) {
-    p.min_rows = 2;
-    p.max_rows = gemv_max_rows;
-    launch_gemv<kGateUp>(p, fp8, gemv_vector, true, std::min<int64_t>(p.num_experts, rows / 2) * tiles, stream);
-  }
+  // A launch's range of row counts, raised past the served range when it starts inside it (served
+  // starts at 1 or at mma_min_rows: where a launch's range starts); false when no expert can fall in it.
+  auto serve = [&](int lo, int hi) {
+    p.min_rows = !served.empty() && served.lo <= lo ? std::max(lo, served.hi + 1) : lo;
+    p.max_rows = hi;
+    return p.min_rows <= p.max_rows && rows >= p.min_rows;
+  };
+  if (serve(1, tokens == 1 ? gemv_max_rows : 1))
+    launch_gemv<kGateUp>(p, fp8, gemv_vector, false, std::min<int64_t>(p.num_experts, rows / p.min_rows) * tiles,
+                         stream);
+  if (tokens > 1 && serve(2, gemv_max_rows))
+    launch_gemv<kGateUp>(p, fp8, gemv_vector, true, std::min<int64_t>(p.num_experts, rows / p.min_rows) * tiles,
+                         stream);
   if (!use_mma) return;
   const int64_t n_tiles = ceil_div(p.outputs, kGateUp ? kTileN / 2 : kTileN);
-  if (mma_min_rows <= kSmallTileM) {  // a few rows: one 16-row tile per expert
-    p.min_rows = mma_min_rows;
-    p.max_rows = kSmallTileM;
+  if (mma_min_rows <= kSmallTileM && serve(mma_min_rows, kSmallTileM)) {  // a few rows: one 16-row tile per expert
     const int64_t experts_served = std::min<int64_t>(p.num_experts, rows / p.min_rows);
     fp8 ? launch_mma<kGateUp, true, kSmallTileM>(p, experts_served * n_tiles, stream)
         : launch_mma<kGateUp, false, kSmallTileM>(p, experts_served * n_tiles, stream);
   }
-  p.min_rows = std::max(mma_min_rows, kSmallTileM + 1);
-  p.max_rows = INT_MAX;
-  if (rows < p.min_rows) return;
+  if (!serve(std::max(mma_min_rows, kSmallTileM + 1), INT_MAX)) return;
   const int64_t experts_served = std::min<int64_t>(p.num_experts, rows / p.min_rows);
   const int64_t mma_items = (rows / kTileM + experts_served) * n_tiles;
   fp8 ? launch_mma<kGateUp, true, kTileM>(p, mma_items, stream) : launch_mma<kGateUp, false, kTileM>(p, mma_items, stream);
@@ -897,6 +927,10 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
   auto* slot_row = reinterpret_cast<int32_t*>(base + layout.slot_row);
   auto* hidden_rows = reinterpret_cast<bf16*>(base + layout.hidden_rows);
   auto* expert_out = reinterpret_cast<bf16*>(base + layout.expert_out);
+  auto* x_q = reinterpret_cast<__half*>(base + layout.x_q);
+  auto* x_scale = reinterpret_cast<float*>(base + layout.x_scale);
+  auto* h_q = reinterpret_cast<__half*>(base + layout.h_q);
+  auto* h_scale = reinterpret_cast<float*>(base + layout.h_scale);
 
   launch_plan(expert_ids, rows, E, offsets, row_source, slot_row, stream);
 
@@ -905,6 +939,41 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
   const int mma_min_rows = std::max(shape.gemv_max_rows, 1) + 1;
   const bool use_mma = rows >= mma_min_rows && H % 16 == 0 && I % 16 == 0 && aligned16(x) &&
                        aligned16(gate_up.data) && aligned16(down.data);
+  // The FP8 products take the experts whose rows would go to the 16-row tensor-core tile (with the
+  // tensor-core kernel, from mma_min_rows; else from 1) up to fp8_rows_limit, per product with FP8
+  // weights. Experts with fewer rows keep the GEMV: there the FP8 products were slower on an H200
+  // (moe_fp8_rows_check: T = 1, 123 vs 127 us; T = 8, 736 vs 737 us), from ~3 rows faster (T = 64,
+  // 3.36 vs 2.95 ms; T = 256, 4.54 vs 3.55 ms).
+  const RowRange fp8_rows{use_mma ? mma_min_rows : 1, fp8_rows_limit(shape)};
+  // With fewer tokens than the range's first count, no expert reaches it unless the router repeated
+  // an id in a row: the old kernels then take every expert (a T = 1 step launches nothing more).
+  const bool fp8_reachable = !fp8_rows.empty() && T >= fp8_rows.lo;
+  const RowRange gate_up_fp8_rows =
+      fp8_reachable && gate_up_fp8 && aligned16(gate_up.data) && aligned16(x) ? fp8_rows : RowRange{};
+  const RowRange down_fp8_rows = fp8_reachable && down_fp8 && aligned16(down.data) ? fp8_rows : RowRange{};
+  Fp8RowsProduct fp8_product;
+  fp8_product.offsets = offsets;
+  fp8_product.row_source = row_source;
+  fp8_product.top_k = static_cast<int>(k);
+  fp8_product.num_experts = static_cast<int>(E);
+  fp8_product.inter = I;
+  fp8_product.hidden = H;
+  fp8_product.row_bound = rows;
+  // Two 128-column blocks per pipeline stage: 3.42 vs 3.23 TB/s for the two products at T = 256 on an
+  // H200 (moe_fp8_rows_check, warp-row loads).
+  fp8_product.stage_k_blocks = 2;
+  auto fp8_products = [&](bool gate_up_product, const ExpertMatrix& matrix, const __half* act, const float* act_scale,
+                          RowRange range, bf16* out_rows) {
+    fp8_product.gate_up = gate_up_product;
+    fp8_product.weight = static_cast<const __nv_fp8_e4m3*>(matrix.data);
+    fp8_product.weight_scale = matrix.scale;
+    fp8_product.act = act;
+    fp8_product.act_scale = act_scale;
+    fp8_product.min_rows = range.lo;
+    fp8_product.max_rows = range.hi;
+    fp8_product.out = out_rows;
+    fp8_rows_product(fp8_product, stream);
+  };
 
   // 2. gate_up: h [rows, I] = silu(gate) * up
   ProductArgs args{};
@@ -921,9 +990,13 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
   args.offsets = offsets;
   args.num_experts = static_cast<int>(E);
   args.output = hidden_rows;
+  if (!gate_up_fp8_rows.empty()) {  // x's rows quantized once, whatever their number of slots
+    fp8_rows_quantize(x, T, H, nullptr, 0, 0, 0, x_q, x_scale, stream);
+    fp8_products(true, gate_up, x_q, x_scale, gate_up_fp8_rows, hidden_rows);
+  }
   const int64_t gate_up_elems = gate_up_fp8 ? 16 : 8;
   grouped_product<true>(args, gate_up_fp8, H % gate_up_elems == 0 && aligned16(x) && aligned16(gate_up.data),
-                        use_mma, mma_min_rows, T, rows, stream);
+                        use_mma, mma_min_rows, gate_up_fp8_rows, T, rows, stream);
 
   // 3. down: y [rows, H]
   args.weight = down.data;
@@ -936,9 +1009,14 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
   args.input = hidden_rows;
   args.row_source = nullptr;
   args.output = expert_out;
+  if (!down_fp8_rows.empty()) {  // after every gate_up launch: the rows of h it reads are written
+    fp8_rows_quantize(hidden_rows, rows, I, offsets, static_cast<int>(E), down_fp8_rows.lo, down_fp8_rows.hi, h_q,
+                      h_scale, stream);
+    fp8_products(false, down, h_q, h_scale, down_fp8_rows, expert_out);
+  }
   const int64_t down_elems = down_fp8 ? 16 : 8;
-  grouped_product<false>(args, down_fp8, I % down_elems == 0 && aligned16(down.data), use_mma, mma_min_rows, T, rows,
-                         stream);
+  grouped_product<false>(args, down_fp8, I % down_elems == 0 && aligned16(down.data), use_mma, mma_min_rows,
+                         down_fp8_rows, T, rows, stream);
 
   launch_combine(expert_out, slot_row, weights, out, T, k, H, stream);
 }

@@ -5,9 +5,12 @@
 //   e = expert_ids[t, j],
 //
 // bf16 activations, float32 accumulation, the intermediate h = silu(g) * u rounded to bf16 as the
-// dense path rounds it. Four kernels, all sized on the host from the shapes alone (expert counts are
-// computed and read on the device), so the op has no host synchronisation and no allocation and can be
-// captured in a CUDA graph. Deterministic: the same inputs give the same bits on every run.
+// dense path rounds it; FP8 experts with few rows (MoeShape::fp8_mma_max_rows) instead quantize both
+// products' inputs to fp8 per 128 columns and multiply them with the fp8 weights as stored, on the
+// tensor cores (moe_fp8_rows.h). Every kernel is sized on the host from the shapes alone (expert
+// counts are computed and read on the device), so the op has no host synchronisation and no
+// allocation and can be captured in a CUDA graph. Deterministic: the same inputs give the same bits
+// on every run.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -37,11 +40,17 @@ struct MoeShape {
   // Kernel choice, not shape: experts with more rows than this go to the tensor-core kernel (when
   // the shapes allow it), the others to the GEMV kernels.
   int gemv_max_rows = 16;
+  // Kernel choice: experts with 1..fp8_mma_max_rows rows take the FP8 tensor-core products
+  // (moe_fp8_rows.h: fp8 activations, no dequantization pass) for each product whose weights are FP8,
+  // when H and I are multiples of 128; the kernels above take the other experts. 0: never. 0..32.
+  int fp8_mma_max_rows = 16;
 };
 
 // Bytes of device scratch moe_experts needs for shape (grows with shape.tokens): the per-expert row
 // offsets, the row permutation, h [T * k, I] bf16 and the per-row expert outputs [T * k, H] bf16.
-// About T * k * (I + H) * 2 bytes: 150 KB per token for V3.
+// About T * k * (I + H) * 2 bytes: 150 KB per token for V3. With fp8_mma_max_rows (and H, I
+// multiples of 128) also x and h quantized (e4m3 values stored as f16) with their scales,
+// (T * H + T * k * I) * 2 bytes + 2%: 47 KB per token for V3.
 size_t moe_experts_scratch_bytes(const MoeShape& shape);
 
 // x [T, H] bf16; expert_ids [T, k] int32 and weights [T, k] f32 (the router's output);
