@@ -33,7 +33,8 @@ struct CudaOptions {
   // instead of cuBLASLt (gemm.h, GemmOptions::bf16_fallback_max_rows); 0: never. H200, one row, us
   // (L2 flushed, CUDA events), GEMV vs cuBLASLt: q_a 12.2 / 14.9, q_b 28.7 / 31.0, kv_a 9.6 / 10.9,
   // o_proj 67.7 / 72.3, dense gate_up 135 / 147, dense down 73.8 / 78.5, LM head 438 / 430; at two
-  // rows q_b and the LM head lose more (33.0 / 31.2, 440 / 430).
+  // rows q_b and the LM head lose more (33.0 / 31.2, 440 / 430). The LM head keeps cuBLASLt
+  // (GemmOptions::kFallbackMaxOutputs); one-row f32 products (the router) take the GEMV too.
   int64_t bf16_gemv_max_rows = 1;
   int moe_gemv_max_rows = 2;
   // FP8 routed experts with more rows than the expert GEMV takes and at most this many take the

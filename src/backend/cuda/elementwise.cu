@@ -179,6 +179,18 @@ void launch_copy_rows(const char* src, int64_t src_stride_bytes, const int32_t* 
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 
+// ---- concat_columns ----
+
+// Unit u of output row r: units [0, a_units) from a's row, the rest from b's (16-byte units).
+__global__ void concat_columns_kernel(const uint4* __restrict__ a, int64_t a_units, const uint4* __restrict__ b,
+                                      int64_t b_units, uint4* __restrict__ out, int64_t rows) {
+  const int64_t units = a_units + b_units;
+  auto body = [&](int64_t unit, int64_t r) {
+    out[r * units + unit] = unit < a_units ? a[r * a_units + unit] : b[r * b_units + unit - a_units];
+  };
+  for_each_row_unit(units, rows, body);
+}
+
 // ---- conversions ----
 
 template <bool kVector>
@@ -239,6 +251,25 @@ void silu_mul(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_
   } else {
     silu_mul_kernel<false><<<launch.grid, launch.block, 0, stream>>>(x, out, tokens, inter);
   }
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+void concat_columns(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes, void* out, int64_t rows,
+                    cudaStream_t stream) {
+  DSINFER_CHECK(rows >= 0 && a_bytes >= 0 && b_bytes >= 0, "concat_columns: negative size (", rows, " rows of ",
+                a_bytes, " + ", b_bytes, " bytes)");
+  if (rows == 0 || a_bytes + b_bytes == 0) return;
+  const bool pieces = a_bytes % 16 == 0 && b_bytes % 16 == 0 && aligned16(a) && aligned16(b) && aligned16(out);
+  if (!pieces) {
+    copy_rows({a, a_bytes / 2, 0, nullptr, out, (a_bytes + b_bytes) / 2, 0, rows, a_bytes / 2, 2}, stream);
+    copy_rows({b, b_bytes / 2, 0, nullptr, out, (a_bytes + b_bytes) / 2, a_bytes / 2, rows, b_bytes / 2, 2}, stream);
+    return;
+  }
+  const int64_t a_units = a_bytes / 16, b_units = b_bytes / 16;
+  RowGrid launch = row_grid(rows, a_units + b_units);
+  concat_columns_kernel<<<launch.grid, launch.block, 0, stream>>>(static_cast<const uint4*>(a), a_units,
+                                                                  static_cast<const uint4*>(b), b_units,
+                                                                  static_cast<uint4*>(out), rows);
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 

@@ -291,7 +291,8 @@ LinearPlan plan_linear(const GemmOptions& options, DType weight_dtype, DType y_d
         return {GemmPath::kFallback, 0};
       return {GemmPath::kCublasLt, 0};
     case DType::kF32:
-      if (y_dtype != DType::kF32) return {GemmPath::kFallback, 0};
+      // One-row f32 products (the router's gate at decode) read x as it is: no conversion to f32.
+      if (y_dtype != DType::kF32 || tokens <= options.bf16_fallback_max_rows) return {GemmPath::kFallback, 0};
       return {GemmPath::kCublasLt, static_cast<size_t>(tokens * in_features) * sizeof(float)};
     case DType::kF8E4M3:
       if (!fp8_shape_ok(out_features, in_features) || tokens <= options.fp8_fallback_max_rows) {

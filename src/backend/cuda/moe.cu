@@ -76,12 +76,19 @@ constexpr int kPlanSharedInts = 12000;  // < 48 KB (what a launch gets without o
 constexpr int kGemvThreads = 128;
 constexpr int kGemvWarps = kGemvThreads / 32;
 constexpr int kGemvUnroll = 4;  // weight loads a lane issues before using them (gemv_rows)
+// One-row bf16 experts with short rows (down: K = 2048, 4 KB a row) take twice the loads in flight,
+// so that a work item is one round trip, at fewer blocks per SM (the extra buffers' registers): at
+// four loads, V3's one-token down product read 3.15 TB/s where gate_up (K = 7168) read 3.9.
+constexpr int kGemvDeepUnroll = 8;
+constexpr int64_t kGemvDeepMaxRowBytes = 4096;
 // Activation rows per pass over the weights: 1 (80 registers, 6 blocks per SM: the decode case of one
 // row per expert) or up to 8 (fewer passes for 2..16 rows, 3 blocks per SM). A kernel serves any count.
 constexpr int kGemvWideRowTile = 8;
 // Blocks per SM that the launch bounds guarantee (registers and shared memory allow at least this many):
 // the persistent grids are SMs x this, so every block is resident at once.
-constexpr int gemv_blocks_per_sm(int row_tile) { return row_tile == 1 ? 6 : 3; }
+constexpr int gemv_blocks_per_sm(int row_tile, int unroll = kGemvUnroll) {
+  return row_tile == 1 ? (unroll == kGemvUnroll ? 6 : 4) : 3;
+}
 constexpr int kMmaBlocksPerSm = 2;
 constexpr int kMmaThreads = 128;
 constexpr int kTileM = 64;   // activation rows per tile
@@ -314,7 +321,7 @@ __device__ __forceinline__ void load_activations(const bf16* p, float (&v)[kElem
 
 // One warp: weight rows row_a and row_b of `expert` times its rows [first_row, first_row + rows),
 // rows <= kRows (the missing ones repeat the last row and are not stored).
-template <bool kGateUp, bool kFp8, bool kVector, int kRows>
+template <bool kGateUp, bool kFp8, bool kVector, int kRows, int kUnroll = kGemvUnroll>
 __device__ void gemv_rows(const ProductArgs& p, int expert, int first_row, int rows, int64_t row_a, int64_t row_b,
                           int lane) {
   constexpr int kElems = kGemvElems<kFp8, kVector>;
@@ -339,13 +346,13 @@ __device__ void gemv_rows(const ProductArgs& p, int expert, int first_row, int r
 #pragma unroll
   for (int r = 0; r < kRows; ++r) acc_a[r] = acc_b[r] = 0.0f;
   const int64_t steps = K / kElems;
-  // kGemvUnroll steps' weights (2 x kGemvUnroll x 512 bytes a warp) are loaded before any of them
+  // kUnroll steps' weights (2 x kUnroll x 512 bytes a warp) are loaded before any of them
   // is used: with one step in flight a warp kept ~1 KB outstanding, too little to cover DRAM latency
   // at the resident warps per SM (Little's law wants ~32 KB per SM at H200's 4.8 TB/s).
-  for (int64_t s0 = lane; s0 < steps; s0 += 32 * kGemvUnroll) {
-    uint4 raw_a[kGemvUnroll], raw_b[kGemvUnroll];
+  for (int64_t s0 = lane; s0 < steps; s0 += 32 * kUnroll) {
+    uint4 raw_a[kUnroll], raw_b[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int64_t s = s0 + 32 * u;
       raw_a[u] = raw_b[u] = make_uint4(0, 0, 0, 0);
       if (s < steps) {
@@ -354,7 +361,7 @@ __device__ void gemv_rows(const ProductArgs& p, int expert, int first_row, int r
       }
     }
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int64_t s = s0 + 32 * u;
       if (s >= steps) break;
       const int64_t k = s * kElems;
@@ -402,8 +409,9 @@ __device__ void gemv_rows(const ProductArgs& p, int expert, int first_row, int r
   }
 }
 
-template <bool kGateUp, bool kFp8, bool kVector, int kRowTile>
-__global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm(kRowTile)) expert_gemv_kernel(const ProductArgs p) {
+template <bool kGateUp, bool kFp8, bool kVector, int kRowTile, int kUnroll = kGemvUnroll>
+__global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm(kRowTile, kUnroll))
+    expert_gemv_kernel(const ProductArgs p) {
   __shared__ int active[kMaxExperts];
   __shared__ int first_item[kMaxExperts];
   __shared__ int warp_sums[kGemvWarps];
@@ -424,7 +432,7 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm(kRowTile)) ex
     for (int done = 0; done < count; done += kRowTile) {
       const int rows = min(kRowTile, count - done);
       if constexpr (kRowTile == 1) {
-        gemv_rows<kGateUp, kFp8, kVector, 1>(p, expert, first + done, rows, row_a, row_b, lane);
+        gemv_rows<kGateUp, kFp8, kVector, 1, kUnroll>(p, expert, first + done, rows, row_a, row_b, lane);
       } else {
         static_assert(kRowTile == 8);
         if (rows <= 2) gemv_rows<kGateUp, kFp8, kVector, 2>(p, expert, first + done, rows, row_a, row_b, lane);
@@ -798,10 +806,10 @@ int persistent_grid(int blocks_per_sm, int64_t max_blocks) {
   return static_cast<int>(std::max<int64_t>(1, std::min(resident, max_blocks)));
 }
 
-template <bool kGateUp, bool kFp8, bool kVector, int kRowTile>
+template <bool kGateUp, bool kFp8, bool kVector, int kRowTile, int kUnroll = kGemvUnroll>
 void launch_gemv_kernel(const ProductArgs& p, int64_t max_items, cudaStream_t stream) {
-  const auto kernel = expert_gemv_kernel<kGateUp, kFp8, kVector, kRowTile>;
-  const int grid = persistent_grid(gemv_blocks_per_sm(kRowTile), ceil_div(max_items, kGemvWarps));
+  const auto kernel = expert_gemv_kernel<kGateUp, kFp8, kVector, kRowTile, kUnroll>;
+  const int grid = persistent_grid(gemv_blocks_per_sm(kRowTile, kUnroll), ceil_div(max_items, kGemvWarps));
   kernel<<<grid, kGemvThreads, 0, stream>>>(p);
   DSINFER_CUDA_CHECK_LAUNCH();
 }
@@ -815,8 +823,10 @@ void launch_gemv(const ProductArgs& p, bool fp8, bool vector, bool wide, int64_t
     wide ? launch_gemv_kernel<kGateUp, true, false, kGemvWideRowTile>(p, max_items, stream)
          : launch_gemv_kernel<kGateUp, true, false, 1>(p, max_items, stream);
   } else if (vector) {
-    wide ? launch_gemv_kernel<kGateUp, false, true, kGemvWideRowTile>(p, max_items, stream)
-         : launch_gemv_kernel<kGateUp, false, true, 1>(p, max_items, stream);
+    if (wide) launch_gemv_kernel<kGateUp, false, true, kGemvWideRowTile>(p, max_items, stream);
+    else if (p.k * 2 <= kGemvDeepMaxRowBytes)
+      launch_gemv_kernel<kGateUp, false, true, 1, kGemvDeepUnroll>(p, max_items, stream);
+    else launch_gemv_kernel<kGateUp, false, true, 1>(p, max_items, stream);
   } else {
     wide ? launch_gemv_kernel<kGateUp, false, false, kGemvWideRowTile>(p, max_items, stream)
          : launch_gemv_kernel<kGateUp, false, false, 1>(p, max_items, stream);
@@ -846,6 +856,10 @@ template <bool kGateUp>
 void grouped_product(ProductArgs p, bool fp8, bool gemv_vector, bool use_mma, int mma_min_rows, RowRange served,
                      int64_t tokens, int64_t rows, cudaStream_t stream) {
   const int64_t tiles = kGateUp ? p.outputs : ceil_div(p.outputs, 2);  // GEMV items per expert
+  // With fewer tokens than mma_min_rows no expert reaches the tensor-core tiles unless the router
+  // repeated an id in a row; the GEMVs (which loop over any row count) then take every expert, and
+  // no tile kernel is launched to find nothing (two ~3 us launches a layer at batch 1).
+  use_mma = use_mma && tokens >= mma_min_rows;
   const int gemv_max_rows = use_mma ? mma_min_rows - 1 : INT_MAX;
   // A launch's range of row counts, raised past the served range when it starts inside it (served
   // starts at 1 or at mma_min_rows: where a launch's range starts); false when no expert can fall in it.
