@@ -27,6 +27,7 @@ int run(int argc, char** argv) {
   flags.add_int("steps", "decode steps measured", 400);
   flags.add_string("tokenizer", "DIR", "tokenizer for detokenization", false, "tests/fixtures/models/v3-tiny");
   flags.add_string("stop", "STRING", "a stop string every request carries (default: none, as in serving benchmarks)");
+  flags.add_bool("disable-overlap-schedule", "collect each step before planning the next (as on the CPU)");
   flags.add_string("out", "FILE", "result JSON", false, "bench/results/engine_overhead.json");
   if (!flags.parse(argc - 1, argv + 1)) return 0;
   int64_t sequences = flags.get_int("sequences"), prompt_length = flags.get_int("prompt");
@@ -41,6 +42,7 @@ int run(int argc, char** argv) {
   runtime::EngineConfig config;
   config.max_num_seqs = sequences;
   config.max_num_batched_tokens = 8192;
+  config.overlap_schedule = !flags.get_bool("disable-overlap-schedule");
   auto executor = std::make_unique<runtime::HashingExecutor>(tokenizer.vocab_size(), pages, context + 64,
                                                              std::vector<int32_t>{}, 16, /*light=*/true);
   runtime::Engine engine(std::move(executor), tokenizer, config);
@@ -83,6 +85,7 @@ int run(int argc, char** argv) {
   config_json["prompt_tokens"] = prompt_length;
   config_json["measured_steps"] = steps;
   config_json["stop_strings"] = flags.has("stop") ? 1 : 0;
+  config_json["overlap_schedule"] = config.overlap_schedule;
   config_json["model"] = "stand-in (runtime/testing_executor.h): model call and sampling excluded";
   result["config"] = config_json;
   Json figures;

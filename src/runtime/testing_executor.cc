@@ -107,7 +107,9 @@ backend::SampledTokens HashingExecutor::run_tokens(const model::ForwardBatch& ba
            row.frequency_penalty == 0.0f && row.presence_penalty == 0.0f;
   });
   if (light_ && greedy && sampling.banned_tokens.empty()) {
-    if (light_tokens_.numel() < rows) light_tokens_ = Tensor::empty(DType::kI32, {std::max<int64_t>(rows, 1) * 2});
+    // (An undefined tensor has rank 0 and so numel() 1: a first step with one row must allocate too.)
+    if (!light_tokens_.defined() || light_tokens_.numel() < rows)
+      light_tokens_ = Tensor::empty(DType::kI32, {std::max<int64_t>(rows, 1) * 2});
     std::copy(favoured_.begin(), favoured_.end(), light_tokens_.data<int32_t>());
     backend::SampledTokens out;
     out.tokens = light_tokens_.slice(0, rows);
