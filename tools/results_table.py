@@ -20,7 +20,8 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 HEADLINES = {
     "model_step": ["decode_ms_b1", "decode_ms_b64", "decode_ms_b256", "decode_ms_b32", "ratio_b1", "ratio_b64",
                    "ratio_b256", "ratio_b32", "tokens_per_s_b1", "tokens_per_s_b32", "speedup_vs_hf_b1",
-                   "speedup_vs_hf_b32", "prefill_tokens_per_s"],
+                   "speedup_vs_hf_b32", "tokens_per_s_overlapped_b1", "speedup_vs_hf_overlapped_b1",
+                   "prefill_tokens_per_s"],
     "generate_gpu": ["prefill_tokens_per_s", "decode_tokens_per_s"],
     "serve": ["output_throughput", "qpm", "median_ttft_ms", "median_tpot_ms", "p90_tpot_ms", "max_qpm",
               "max_qpm_p90_tpot_ms"],
@@ -28,7 +29,8 @@ HEADLINES = {
 }
 CONFIG_KEYS = {
     "model_step": ["config", "num_layers", "weights", "context", "prefill"],
-    "serve": ["model", "input_len", "output_len", "num_prompts", "max_concurrency", "request_rate", "slo_tpot_ms"],
+    "serve": ["model", "input_len", "output_len", "num_prompts", "max_concurrency", "request_rate", "slo_tpot_ms",
+              "overlap_schedule"],
 }
 
 
