@@ -276,6 +276,12 @@ class Backend {
   // normalised latent then the rotated shared key.
   // Writes latent [T, kv_lora_rank + rope_dim] rows to their slots.
   virtual void write_cache(Tensor& cache, const Tensor& latent, const AttentionBatch& batch) = 0;
+  // The cache write of MLA from the kv_a projection in one op: kv_a [T, L + R] (L = latent width,
+  // R = 2 * rope table width) -> rows [rms_norm(kv_a[:, :L], norm_weight, eps) |
+  // rope(kv_a[:, L:]) at batch.positions] written to their slots. Its definition is those four
+  // ops: write_cache(concat_last(rms_norm(slice_last(..)), rope_inplace(slice_last(..)))).
+  virtual void write_latent_cache(Tensor& cache, const Tensor& kv_a, const Tensor& norm_weight, float eps,
+                                  const RopeTable& table, const AttentionBatch& batch) = 0;
   // The cached rows of every sequence, concatenated in order: [sum(context_lens), width].
   virtual Tensor gather_cache(const Tensor& cache, const AttentionBatch& batch) = 0;
   // Expanded form (prefill). q [T, H, dn + dr]; kv [S, H, dn + dv] (kv_b_proj of the gathered

@@ -57,11 +57,8 @@ Tensor MlaAttention::forward(const Tensor& x, const ForwardBatch& batch, Tensor&
   q = q.view({T, heads_, nope_dim_ + rope_dim_});                   // [T, H, dn + dr]
   backend_.rope_inplace(q, nope_dim_, batch.attention.positions, rope);
 
-  Tensor kv_a = backend_.linear(x, kv_a_);                           // [T, L + dr]
-  Tensor latent = backend_.rms_norm(backend_.slice_last(kv_a, 0, latent_), kv_a_norm_, kMlaNormEps);  // [T, L]
-  Tensor k_rope = backend_.slice_last(kv_a, latent_, latent_ + rope_dim_).view({T, 1, rope_dim_});
-  backend_.rope_inplace(k_rope, 0, batch.attention.positions, rope);
-  backend_.write_cache(cache, backend_.concat_last(latent, k_rope.view({T, rope_dim_})), batch.attention);
+  // The cache rows: the normalised latent, then the rotated shared key (one fused op).
+  backend_.write_latent_cache(cache, backend_.linear(x, kv_a_), kv_a_norm_, kMlaNormEps, rope, batch.attention);
 
   // Each form reads its own slice of the step: absorbed sequences come first (BatchBuilder).
   Tensor out;                                                               // [T, H, dv]

@@ -846,6 +846,34 @@ void add_rope_and_cache_cases(std::vector<Case>& cases, const Dims& d) {
     return s;
   }));
 
+  // The fused form of MLA's cache write: norm, rope and scatter from the kv_a projection; a mixed
+  // step, and a decode batch (what a graph replays).
+  for (bool decode : {false, true}) {
+    cases.push_back(make_case("write_latent_cache", decode ? "decode batch, scrambled pages" : "mixed step, scrambled pages",
+                              [=](uint64_t seed) {
+      std::vector<SequenceSpec> sequences = decode ? random_sequences(d.full() ? 256 : 16, 3000, 1, 1, stream(seed, 7))
+                                                   : mixed_step(d, stream(seed, 9));
+      auto paged = make_paged_batch(sequences, stream(seed, 8));
+      auto table = std::make_shared<RopeTable>(make_rope_table(d.full() ? 8192 : 4096));
+      OpSpec s;
+      Arg cache{"cache", ArgKind::kInPlace, activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), 1.0f)};
+      cache.guard_rows = 1;
+      s.args = {cache,
+                {"kv_a", ArgKind::kActivation, activation({paged->num_tokens, kCacheWidth}, stream(seed, 1), 2.0f)},
+                {"norm", ArgKind::kConstant, activation({kLatent}, stream(seed, 2), 0.2f, 1.0f)},
+                {"cos", ArgKind::kConstant, table->cos},
+                {"sin", ArgKind::kConstant, table->sin}};
+      s.call = [paged](Backend& b, std::vector<Tensor>& a) {
+        b.write_latent_cache(a[0], a[1], a[2], kNormEps, RopeTable{a[3], a[4], true}, paged->batch);
+        return Results{};
+      };
+      s.batches = {&paged->batch};
+      s.keep_alive = paged;
+      s.compare = compare_with(kBoundElementwise);
+      return s;
+    }));
+  }
+
   std::vector<SequenceSpec> contexts = d.full()
                                            ? std::vector<SequenceSpec>{{4096, 1}, {1, 1}, {1000, 1}, {64, 1}, {129, 1}, {2048, 1}}
                                            : std::vector<SequenceSpec>{{1, 1}, {63, 1}, {64, 1}, {65, 1}, {200, 1}};
@@ -1820,7 +1848,7 @@ const std::vector<std::string>& conformance_ops() {
   static const std::vector<std::string> ops = {
       "fill_uniform", "embedding",   "rms_norm",     "add_rms_norm_inplace", "add_inplace",  "silu_mul",
       "concat_last", "slice_last",   "gather_rows",          "concat_rows",  "linear",
-      "linear_f32",  "grouped_linear", "rope_inplace",       "write_cache",  "gather_cache",
+      "linear_f32",  "grouped_linear", "rope_inplace",       "write_cache",  "write_latent_cache", "gather_cache",
       "attention_expanded", "attention_absorbed", "route",   "moe_experts",
       "sample_tokens", "queue_sample_tokens", "resolve_placeholders",
   };

@@ -81,6 +81,10 @@ class ForwardingBackend : public Backend {
   void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
     inner_->resolve_placeholders(token_ids, previous);
   }
+  void write_latent_cache(Tensor& cache, const Tensor& kv_a, const Tensor& norm_weight, float eps,
+                          const RopeTable& table, const AttentionBatch& batch) override {
+    inner_->write_latent_cache(cache, kv_a, norm_weight, eps, table, batch);
+  }
 
  protected:
   Backend& inner() { return *inner_; }
@@ -141,6 +145,12 @@ class Bf16Backend final : public ForwardingBackend {
   void write_cache(Tensor& cache, const Tensor& latent, const AttentionBatch& batch) override {
     Tensor wide = widen(cache);
     inner().write_cache(wide, widen(latent), batch);
+    store(cache, wide);
+  }
+  void write_latent_cache(Tensor& cache, const Tensor& kv_a, const Tensor& norm_weight, float eps,
+                          const RopeTable& table, const AttentionBatch& batch) override {
+    Tensor wide = widen(cache);
+    inner().write_latent_cache(wide, widen(kv_a), norm_weight, eps, table, batch);
     store(cache, wide);
   }
   Tensor gather_cache(const Tensor& cache, const AttentionBatch& batch) override {

@@ -95,6 +95,19 @@ void write_cache(Tensor& cache, const Tensor& latent, const AttentionBatch& batc
   }
 }
 
+// The definition the device's fused form is checked against: the four ops the model used to run.
+void write_latent_cache(Tensor& cache, const Tensor& kv_a, const Tensor& norm_weight, float eps, const RopeTable& table,
+                        const AttentionBatch& batch) {
+  expect_f32(kv_a, "write_latent_cache", "kv_a", 2);
+  const int64_t T = kv_a.dim(0), rope_dim = 2 * table.cos.dim(1), latent = kv_a.dim(1) - rope_dim;
+  DSINFER_CHECK(latent > 0 && norm_weight.numel() == latent, "write_latent_cache: kv_a ", kv_a.shape().to_string(),
+                " does not hold a latent of the norm's ", norm_weight.numel(), " values and ", rope_dim, " rope dims");
+  Tensor k_rope = slice_last(kv_a, latent, latent + rope_dim).view({T, 1, rope_dim});
+  rope_inplace(k_rope, 0, batch.positions, table);
+  write_cache(cache, concat_last(rms_norm(slice_last(kv_a, 0, latent), norm_weight, eps), k_rope.view({T, rope_dim})),
+              batch);
+}
+
 Tensor gather_cache(const Tensor& cache, const AttentionBatch& batch) {
   expect_f32(cache, "gather_cache", "cache", 3);
   int64_t width = cache.dim(2);

@@ -65,6 +65,10 @@ class CpuBackend final : public Backend {
   SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) override {
     return cpu::sample_tokens(logits, batch);
   }
+  void write_latent_cache(Tensor& cache, const Tensor& kv_a, const Tensor& norm_weight, float eps,
+                          const RopeTable& table, const AttentionBatch& batch) override {
+    cpu::write_latent_cache(cache, kv_a, norm_weight, eps, table, batch);
+  }
   void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
     cpu::resolve_placeholders(token_ids, previous);
   }

@@ -37,6 +37,8 @@ Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& e
 
 SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch);
 void resolve_placeholders(Tensor& token_ids, const Tensor& previous);
+void write_latent_cache(Tensor& cache, const Tensor& kv_a, const Tensor& norm_weight, float eps, const RopeTable& table,
+                        const AttentionBatch& batch);
 
 // Checks used by every op: dtype and rank, with the op's name in the message.
 void expect_f32(const Tensor& t, const char* op, const char* what, int rank);

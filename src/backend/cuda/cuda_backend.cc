@@ -345,6 +345,32 @@ class CudaBackend final : public Backend, public CudaContext {
                       stream_);
   }
 
+  void write_latent_cache(Tensor& cache, const Tensor& kv_a_in, const Tensor& norm_weight, float eps,
+                          const RopeTable& table, const AttentionBatch& batch) override {
+    Tensor kv_a = activation(kv_a_in);
+    expect_bf16(cache, "write_latent_cache", "cache", 3);
+    expect_bf16(kv_a, "write_latent_cache", "kv_a", 2);
+    expect_f32(norm_weight, "write_latent_cache", "norm_weight");
+    expect_f32(table.cos, "write_latent_cache", "cos table");
+    expect_f32(table.sin, "write_latent_cache", "sin table");
+    const int64_t T = kv_a.dim(0), width = cache.dim(2), rope = 2 * table.cos.dim(1), latent = width - rope;
+    DSINFER_CHECK(kv_a.dim(1) == width && latent > 0 && norm_weight.numel() == latent &&
+                      T == static_cast<int64_t>(batch.slot_mapping.size()) &&
+                      T == static_cast<int64_t>(batch.positions.size()),
+                  "write_latent_cache: kv_a ", kv_a.shape().to_string(), " does not match the cache ",
+                  cache.shape().to_string(), ", a norm of ", norm_weight.numel(), " and ", rope, " rope dims");
+    const int64_t slots = cache.dim(0) * cache.dim(1);
+    for (int64_t slot : batch.slot_mapping)
+      DSINFER_CHECK(slot >= 0 && slot < slots, "write_latent_cache: slot ", slot, " outside the cache of ", slots);
+    for (int32_t p : batch.positions)
+      DSINFER_CHECK(p >= 0 && p < table.cos.dim(0), "write_latent_cache: position ", p, " outside the table");
+    const DeviceAttention& device = metadata_->attention(batch);
+    const int32_t* positions = metadata_->int32_array(batch.positions.data(), batch.positions.size());
+    cuda::write_latent_cache(bf16_data(kv_a), T, latent, rope, norm_weight.data<float>(), eps, positions,
+                             table.cos.data<float>(), table.sin.data<float>(), table.interleaved, device.slot_mapping,
+                             bf16_data(cache), stream_);
+  }
+
   Tensor gather_cache(const Tensor& cache, const AttentionBatch& batch) override {
     expect_bf16(cache, "gather_cache", "cache", 3);
     const DeviceAttention& device = metadata_->attention(batch);

@@ -51,6 +51,51 @@ __global__ void __launch_bounds__(kRopeMaxThreads)
   v[b] = __float2bfloat16(x1 * c + x0 * s);
 }
 
+// ---- the fused latent write ----
+
+constexpr int kLatentThreads = 128;
+
+__global__ void __launch_bounds__(kLatentThreads)
+    write_latent_cache_kernel(const bf16* __restrict__ kv_a, int latent, int rope, const float* __restrict__ weight,
+                              float eps, const int32_t* __restrict__ positions, const float* __restrict__ cos_table,
+                              const float* __restrict__ sin_table, bool interleaved,
+                              const int64_t* __restrict__ slot_mapping, bf16* __restrict__ cache) {
+  __shared__ float warp_sums[kLatentThreads / 32];
+  const int64_t t = blockIdx.x;
+  const int64_t slot = slot_mapping[t];
+  if (slot < 0) return;  // uniform over the block: a skipped (padding) row
+  const int width = latent + rope;
+  const bf16* row = kv_a + t * width;
+  bf16* out = cache + slot * width;
+  // rms_norm's arithmetic: the f32 sum of squares over the latent, then w * (x * inv_rms) rounded.
+  float sum_squares = 0.0f;
+  for (int i = threadIdx.x; i < latent; i += kLatentThreads) {
+    const float v = __bfloat162float(row[i]);
+    sum_squares += v * v;
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) sum_squares += __shfl_xor_sync(0xffffffffu, sum_squares, offset);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum_squares;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kLatentThreads / 32; ++w) total += warp_sums[w];
+  const float inv_rms = 1.0f / sqrtf(total / static_cast<float>(latent) + eps);
+  for (int i = threadIdx.x; i < latent; i += kLatentThreads)
+    out[i] = __float2bfloat16(weight[i] * (__bfloat162float(row[i]) * inv_rms));
+  // rope_kernel's arithmetic on the rope part, one pair a thread.
+  const int half = rope / 2;
+  const int64_t table_row = static_cast<int64_t>(positions[t]) * half;
+  for (int i = threadIdx.x; i < half; i += kLatentThreads) {
+    const int a = latent + (interleaved ? 2 * i : i);
+    const int b = latent + (interleaved ? 2 * i + 1 : i + half);
+    const float x0 = __bfloat162float(row[a]), x1 = __bfloat162float(row[b]);
+    const float c = cos_table[table_row + i], s = sin_table[table_row + i];
+    out[a] = __float2bfloat16(x0 * c - x1 * s);
+    out[b] = __float2bfloat16(x1 * c + x0 * s);
+  }
+}
+
 // ---- cache rows ----
 
 // Unit: uint4 (8 bf16) or uint16_t (1 bf16). Widths and strides count units.
@@ -156,6 +201,20 @@ void write_cache_split(const __nv_bfloat16* latent, int64_t latent_row_stride, i
   if (tokens == 0 || latent_width + rope_width == 0) return;
   write_cache_rows(latent, latent_row_stride, latent_width, k_rope, k_rope_row_stride, rope_width, slot_mapping,
                    cache, tokens, stream);
+}
+
+void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t latent, int64_t rope,
+                        const float* norm_weight, float eps, const int32_t* positions, const float* cos_table,
+                        const float* sin_table, bool interleaved, const int64_t* slot_mapping, __nv_bfloat16* cache,
+                        cudaStream_t stream) {
+  DSINFER_CHECK(tokens >= 0 && tokens <= INT32_MAX && latent >= 1 && rope >= 0 && rope % 2 == 0 &&
+                    latent + rope <= INT32_MAX,
+                "write_latent_cache: ", tokens, " rows of latent ", latent, " and rope ", rope);
+  if (tokens == 0) return;
+  write_latent_cache_kernel<<<static_cast<unsigned>(tokens), kLatentThreads, 0, stream>>>(
+      kv_a, static_cast<int>(latent), static_cast<int>(rope), norm_weight, eps, positions, cos_table, sin_table,
+      interleaved, slot_mapping, cache);
+  DSINFER_CUDA_CHECK_LAUNCH();
 }
 
 void gather_cache(const __nv_bfloat16* cache, const int32_t* page_table_start, const int32_t* page_ids,

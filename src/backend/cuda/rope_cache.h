@@ -41,6 +41,18 @@ void write_cache_split(const __nv_bfloat16* latent, int64_t latent_row_stride, i
                        const __nv_bfloat16* k_rope, int64_t k_rope_row_stride, int64_t rope_width,
                        const int64_t* slot_mapping, __nv_bfloat16* cache, int64_t tokens, cudaStream_t stream);
 
+// MLA's cache row straight from the kv_a projection (Backend::write_latent_cache), one launch:
+//   cache[slot_mapping[t], 0 : latent]            = rms_norm(kv_a[t, 0 : latent]) * norm_weight
+//   cache[slot_mapping[t], latent : latent + rope] = rope(kv_a[t, latent : latent + rope], positions[t])
+// with rms_norm's and rope_inplace's arithmetic (the same roundings). kv_a [tokens, latent + rope] bf16
+// contiguous; norm_weight [latent] f32; cos/sin tables [max_positions, rope / 2] f32; slot_mapping as
+// write_cache's (negative: skip the row). Launch: one 128-thread block per token. Bytes: 2 (latent +
+// rope) read and written per token, nothing more: the latency of one launch instead of six.
+void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t latent, int64_t rope,
+                        const float* norm_weight, float eps, const int32_t* positions, const float* cos_table,
+                        const float* sin_table, bool interleaved, const int64_t* slot_mapping, __nv_bfloat16* cache,
+                        cudaStream_t stream);
+
 // Every sequence's cached rows in order: out[out_row_start[b] + j, :] = cache[slot(b, j), :] for
 // j < context_lens[b], slot(b, j) = page_ids[page_table_start[b] + j / page_size] * page_size +
 // j % page_size (the slot formula of the CPU backend).
