@@ -99,9 +99,10 @@ class Engine {
   // step). True when the cache is empty now (or prefix caching is off); false, flushing nothing,
   // when requests were in flight or the engine is shutting down.
   bool flush_prefix_cache();
-  // The engine thread's wall time per step outside the executor's run and sample calls
-  // (scheduling, batch building, logit processing, bookkeeping, handing outputs over), averaged
-  // over the steps since the last call; microseconds. The output thread's work is not in it.
+  // The engine thread's CPU time per step outside the executor's launch and collect calls
+  // (scheduling, batch building, bookkeeping, handing outputs over), averaged over the steps since
+  // the last call; microseconds. The output thread's work is not in it, nor time the thread spent
+  // descheduled.
   double take_overhead_us();
   Metrics& metrics();
   int64_t max_model_len() const;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <time.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -37,6 +39,14 @@ inline EngineSequence& engine_sequence(Sequence& sequence) { return static_cast<
 
 inline double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
+}
+
+// CPU time the calling thread has used, in seconds: the engine's overhead is its thread's CPU work,
+// which neither a descheduled thread nor a blocking wait inflates.
+inline double thread_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
 // A step ready to run: the batch, and which sequences sample from which logits row.
@@ -144,7 +154,7 @@ struct Engine::Impl {
   std::vector<std::unique_ptr<EngineSequence>> running;
   int64_t steps = 0;
   int64_t preemptions = 0;
-  double device_seconds = 0.0;  // this step's model call and sampling
+  double device_cpu_seconds = 0.0;  // the engine thread's CPU time in this step's executor calls
   OutputBatch outputs;  // this step's outputs, handed over at its end
   std::vector<Sequence*> step_sequences;
   std::vector<Candidate> step_candidates;

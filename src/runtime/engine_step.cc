@@ -114,21 +114,21 @@ PreparedStep Engine::Impl::prepare() {
 }
 
 bool Engine::Impl::launch_step(PreparedStep& prepared) {
-  auto start = Clock::now();
+  const double start = thread_cpu_seconds();
   try {
     executor->launch(prepared.batch, prepared.sampling_rows);
   } catch (const FatalDeviceError& error) {
-    device_seconds += seconds_between(start, Clock::now());
+    device_cpu_seconds += thread_cpu_seconds() - start;
     fail_engine(str_cat("the device failed and cannot run another step: ", error.what()));
     return false;
   } catch (const std::exception& error) {
-    device_seconds += seconds_between(start, Clock::now());
+    device_cpu_seconds += thread_cpu_seconds() - start;
     // The step in flight ran: its tokens are delivered before this step's requests fail.
     if (in_flight) collect_in_flight();
     fail_step(prepared, error.what());
     return false;
   }
-  device_seconds += seconds_between(start, Clock::now());
+  device_cpu_seconds += thread_cpu_seconds() - start;
   for (const ScheduledWork& w : prepared.work) {
     EngineSequence& s = engine_sequence(*w.sequence);
     bool prompt_done_now = s.num_computed < s.prompt_length && s.num_computed + w.num_tokens >= s.prompt_length;
@@ -150,9 +150,9 @@ bool Engine::Impl::launch_step(PreparedStep& prepared) {
 }
 
 SampledTokens Engine::Impl::take_tokens(PreparedStep& prepared) {
-  auto start = Clock::now();
+  const double start = thread_cpu_seconds();
   backend::SampledTokens device = executor->collect();
-  device_seconds += seconds_between(start, Clock::now());
+  device_cpu_seconds += thread_cpu_seconds() - start;
   SampledTokens sampled;
   auto rows = static_cast<int64_t>(prepared.sampling.size());
   DSINFER_CHECK(device.tokens.numel() == rows, "the executor sampled ", device.tokens.numel(), " tokens for ", rows,
@@ -235,8 +235,8 @@ OutputDetail& Engine::Impl::detail_of(OutputEvent& newest) {
 }
 
 bool Engine::Impl::step() {
-  auto start = Clock::now();
-  device_seconds = 0.0;
+  const double start = thread_cpu_seconds();
+  device_cpu_seconds = 0.0;
   bool progressed = false;
   // Planning needs the step in flight's tokens when the executor does not overlap, or when a row's
   // penalties need its history.
@@ -264,9 +264,9 @@ bool Engine::Impl::step() {
   flush_outputs();
   if (tried) ++steps;  // model steps tried (a collect-only pass is not one)
   publish_stats();
-  double total = seconds_between(start, Clock::now());
+  const double total = thread_cpu_seconds() - start;
   std::lock_guard<std::mutex> lock(stats_mutex);
-  overhead_us_total += (total - device_seconds) * 1e6;
+  overhead_us_total += (total - device_cpu_seconds) * 1e6;
   ++overhead_steps;
   return true;
 }
