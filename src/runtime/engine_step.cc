@@ -29,6 +29,7 @@ using engine_internal::EngineSequence;
 using engine_internal::PreparedStep;
 using engine_internal::SampledTokens;
 using engine_internal::seconds_between;
+using engine_internal::thread_cpu_seconds;
 
 PreparedStep Engine::Impl::prepare() {
   // Candidates: running then waiting, each in arrival order (member buffers, reused every step).

@@ -289,7 +289,10 @@ CompletionRequest parse_completion_request(const Json& json) {
       body.fail("logprobs", str_cat("must be between 0 and ", kMaxLogprobs, ", got ", *logprobs));
     request.params.logprobs = static_cast<int32_t>(*logprobs);
   }
-  if (body.boolean("echo").value_or(false)) throw invalid_request("echo is not supported yet", "echo");
+  request.echo = body.boolean("echo").value_or(false);
+  // Echoed text with logprobs would need the prompt's logprobs, which the engine does not compute.
+  if (request.echo && request.params.logprobs >= 0)
+    throw invalid_request("echo with logprobs is not supported yet (it needs the prompt's logprobs)", "echo");
   if (body.string("suffix").value_or("") != "") throw invalid_request("suffix is not supported", "suffix");
   request.add_special_tokens = body.boolean("add_special_tokens").value_or(true);
   return request;

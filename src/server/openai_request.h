@@ -4,7 +4,7 @@
 // repetition_penalty, stop_token_ids, ignore_eos, min_tokens, skip_special_tokens,
 // include_stop_str_in_output, chat_template_kwargs, add_generation_prompt), so clients written
 // for either work unchanged. As in vLLM, unknown fields are ignored and a known field of the wrong
-// type is an error. A field we know but cannot honour yet (n > 1, best_of > 1, echo, JSON output
+// type is an error. A field we know but cannot honour yet (n > 1, best_of > 1, echo with logprobs, JSON output
 // formats, logit_bias, images, a forced tool call) is refused with a 400 rather than silently
 // ignored, because ignoring it would change the answer without telling the client.
 //
@@ -72,6 +72,7 @@ struct CompletionRequest {
   std::variant<std::string, std::vector<int32_t>> prompt;  // text, or token ids used as given
   GenerationParams params;            // max_tokens defaults to 16 here, as in OpenAI's API
   bool add_special_tokens = true;     // vLLM's extension: BOS before a text prompt
+  bool echo = false;                  // the answer's text starts with the prompt's
 
   runtime::RequestOptions request_options(int64_t prompt_tokens, int64_t max_model_len) const;  // as for chat
 };

@@ -422,10 +422,26 @@ void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shar
   ResponseMeta meta{new_response_id("cmpl-"), unix_time_now(), options.served_model_name};
   OutputFormat format{completion.params.logprobs >= 0, token_text(), false, {}};
   auto stream = std::make_shared<CompletionStream>(meta, format, completion.params.include_usage);
+  // echo: the prompt's text (as given, or its ids decoded) leads the answer, in the first chunk of a
+  // stream (as vLLM sends it).
+  std::string echoed;
+  if (completion.echo) {
+    const auto* text = std::get_if<std::string>(&completion.prompt);
+    echoed = text ? *text : served_model.tokenizer->decode(prompt);
+  }
+  auto pending_echo = std::make_shared<std::string>(echoed);
   Exchange exchange{responder, admission, completion.params.stream, nullptr,
-                    [stream](const runtime::StreamOutput& output) { return stream->next(output); },
-                    [meta, format](const Generation& generation) {
-                      return completion_response(meta, generation, format);
+                    [stream, pending_echo](const runtime::StreamOutput& output) {
+                      if (pending_echo->empty()) return stream->next(output);
+                      runtime::StreamOutput first = output;
+                      first.text = std::exchange(*pending_echo, std::string()) + first.text;
+                      return stream->next(first);
+                    },
+                    [meta, format, echoed](const Generation& generation) {
+                      if (echoed.empty()) return completion_response(meta, generation, format);
+                      Generation with_prompt = generation;
+                      with_prompt.text = echoed + with_prompt.text;
+                      return completion_response(meta, with_prompt, format);
                     },
                     meta.id};
   submit(std::move(prompt), std::move(request_options), std::move(exchange));

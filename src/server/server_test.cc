@@ -220,6 +220,17 @@ TEST(Server, ChatAndCompletionsStreamedAndNot) {
   ASSERT_GE(events.size(), 2u);
   Json usage_chunk = Json::parse(events[events.size() - 2]);
   EXPECT_EQ(usage_chunk.find("usage")->find("completion_tokens")->as_int(), 10);
+
+  // echo: the prompt leads the text, whole or streamed (its ids decoded; a text prompt as given).
+  const std::string prompt_text = served.tokenizer().decode(prompt);
+  HttpClientResponse echoed = served.fetch("POST", "/v1/completions", completion_body(prompt, 10, false,
+                                                                                       R"(, "echo": true)"));
+  ASSERT_EQ(echoed.status, 200) << echoed.body;
+  EXPECT_EQ(Json::parse(echoed.body).find("choices")->at(0).find("text")->as_string(), prompt_text + text);
+  EXPECT_EQ(Json::parse(echoed.body).find("usage")->find("completion_tokens")->as_int(), 10);
+  HttpClientResponse echoed_stream = served.fetch("POST", "/v1/completions", completion_body(prompt, 10, true,
+                                                                                             R"(, "echo": true)"));
+  EXPECT_EQ(streamed_text(echoed_stream.body, false), prompt_text + text);
   served.expect_pages_returned();
 }
 
