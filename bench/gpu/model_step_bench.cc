@@ -245,14 +245,20 @@ backend::SamplingBatch greedy_rows(int64_t batch) {
   return sampling;
 }
 
-// One decode step as the engine runs it (runtime/executor.cc): the forward pass with the logits left
-// on the device (replaying the step's CUDA graph when `graphs` has a bucket for it), then the
-// device-side sampler; only B tokens come back.
+// A decode step's forward pass as the engine runs it (runtime/executor.cc), the logits left on the
+// device: the step's CUDA graph replayed when `graphs` has a bucket for it, else op by op.
+// `previous`: the tokens its placeholders stand for (DeepseekModel::prepare), if any.
+Tensor decode_logits(const model::DeepseekModel& model, model::LatentCache& cache, model::DecodeGraphs* graphs,
+                     const model::ForwardBatch& step, const Tensor* previous = nullptr) {
+  std::optional<Tensor> replayed = graphs ? graphs->logits(step, previous) : std::nullopt;
+  return replayed ? *replayed : model.forward_on_device(step, cache, previous).logits;
+}
+
+// One decode step: the forward pass, then the device-side sampler; only B tokens come back.
 backend::SampledTokens decode_step(const model::DeepseekModel& model, model::LatentCache& cache,
                                    model::DecodeGraphs* graphs, const model::ForwardBatch& step,
                                    const backend::SamplingBatch& sampling) {
-  std::optional<Tensor> replayed = graphs ? graphs->logits(step) : std::nullopt;
-  Tensor logits = replayed ? *replayed : model.forward_on_device(step, cache).logits;
+  Tensor logits = decode_logits(model, cache, graphs, step);
   return model.backend().sample_tokens(logits, sampling);
 }
 
@@ -271,10 +277,7 @@ double time_overlapped(const model::DeepseekModel& model, model::LatentCache& ca
   backend.synchronize();
   const Clock::time_point start = Clock::now();
   for (int64_t i = 0; i < steps; ++i) {
-    const model::ForwardBatch& step = i == 0 ? first : next;
-    const Tensor* inputs = i == 0 ? nullptr : &previous;
-    std::optional<Tensor> replayed = graphs ? graphs->logits(step, inputs) : std::nullopt;
-    Tensor logits = replayed ? *replayed : model.forward_on_device(step, cache, inputs).logits;
+    Tensor logits = decode_logits(model, cache, graphs, i == 0 ? first : next, i == 0 ? nullptr : &previous);
     pending.push_back(backend.queue_sample_tokens(logits, sampling));
     previous = pending.back()->device_tokens();
     if (pending.size() == 2) {

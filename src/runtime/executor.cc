@@ -7,7 +7,6 @@
 namespace dsinfer::runtime {
 namespace {
 
-constexpr size_t kMaxLaunched = 2;  // steps launched and not collected (StepExecutor::launch)
 
 // A step is queued on the backend's stream: the metadata upload, the placeholders' resolution, the
 // graph replay or the eager ops, the sampling and the copy of its tokens to pinned memory. Only
@@ -30,7 +29,8 @@ class ModelExecutor final : public StepExecutor {
   bool overlaps() const override { return model_.backend().device() != Device::kCpu; }
 
   void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
-    DSINFER_CHECK(launched_.size() < kMaxLaunched, "at most ", kMaxLaunched, " steps may be launched and not collected");
+    DSINFER_CHECK(launched_.size() < kMaxLaunchedSteps, "at most ", kMaxLaunchedSteps,
+                  " steps may be launched and not collected");
     const Tensor* previous = previous_tokens_.defined() ? &previous_tokens_ : nullptr;
     std::optional<Tensor> replayed = graphs_ ? graphs_->logits(batch, previous) : std::nullopt;
     Tensor logits = replayed ? *replayed : model_.forward_on_device(batch, cache_, previous).logits;
@@ -67,7 +67,8 @@ class ModelExecutor final : public StepExecutor {
 }  // namespace
 
 void StepExecutor::launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) {
-  DSINFER_CHECK(ran_.size() < kMaxLaunched, "at most ", kMaxLaunched, " steps may be launched and not collected");
+  DSINFER_CHECK(ran_.size() < kMaxLaunchedSteps, "at most ", kMaxLaunchedSteps,
+                " steps may be launched and not collected");
   ran_.push_back(run(batch, sampling));
 }
 

@@ -12,6 +12,10 @@
 
 namespace dsinfer::runtime {
 
+// Steps launched and not collected at most (StepExecutor::launch): the one the device runs and the
+// one queued behind it.
+inline constexpr size_t kMaxLaunchedSteps = 2;
+
 class StepExecutor {
  public:
   virtual ~StepExecutor() = default;

@@ -41,21 +41,22 @@ backend::SampledTokens HashingExecutor::run(const model::ForwardBatch& batch, co
 }
 
 void HashingExecutor::launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) {
-  DSINFER_CHECK(launched_.size() < 2, "at most 2 steps may be launched and not collected");
+  DSINFER_CHECK(launched_.size() < kMaxLaunchedSteps, "at most ", kMaxLaunchedSteps,
+                " steps may be launched and not collected");
   resolved_ids_.assign(batch.token_ids.begin(), batch.token_ids.end());
-  for (int32_t& id : resolved_ids_) {
-    if (id >= 0) continue;
-    auto row = static_cast<size_t>(-static_cast<int64_t>(id) - 1);
-    DSINFER_CHECK(overlaps_ && row < last_launched_.size(), "launch: placeholder ", id, " names no row of the ",
-                  last_launched_.size(), " tokens the previous step sampled");
-    id = last_launched_[row];
-    ++placeholders_resolved_;
+  const auto placeholders = std::count_if(resolved_ids_.begin(), resolved_ids_.end(), [](int32_t id) { return id < 0; });
+  if (placeholders > 0) {
+    DSINFER_CHECK(overlaps_ && last_tokens_.defined(), "launch: placeholders with no step launched before");
+    Tensor ids = Tensor::wrap(resolved_ids_.data(), DType::kI32, {static_cast<int64_t>(resolved_ids_.size())},
+                              Device::kCpu, nullptr);
+    backend::cpu::resolve_placeholders(ids, last_tokens_);  // the CPU definition; refuses a row past the end
+    placeholders_resolved_ += placeholders;
   }
   backend::SampledTokens sampled = run_tokens(batch, resolved_ids_, sampling);
   // The results are copied: light mode reuses its token buffer in the next step.
   backend::SampledTokens kept = sampled;
   kept.tokens = sampled.tokens.clone();
-  last_launched_.assign(kept.tokens.data<int32_t>(), kept.tokens.data<int32_t>() + kept.tokens.numel());
+  last_tokens_ = kept.tokens;
   launched_.push_back(std::move(kept));
 }
 

@@ -61,7 +61,7 @@ class HashingExecutor final : public StepExecutor {
   int64_t tokens_run_ = 0;
   bool overlaps_;
   std::deque<backend::SampledTokens> launched_;  // oldest first
-  std::vector<int32_t> last_launched_;           // the tokens the last launched step sampled
+  Tensor last_tokens_;                           // the tokens the last launched step sampled
   std::vector<int32_t> resolved_ids_;            // a launched batch's ids, placeholders resolved
   int64_t placeholders_resolved_ = 0;
 };

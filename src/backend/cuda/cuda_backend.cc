@@ -38,6 +38,19 @@ void expect_f32(const Tensor& t, const char* op, const char* what) {
   DSINFER_CHECK(t.dtype() == DType::kF32, op, ": ", what, " must be float32, got ", dtype_name(t.dtype()));
 }
 
+// The kernels trust these: every slot inside the cache [pages, page_size, width], every position
+// inside the rotary table.
+void expect_slots(const AttentionBatch& batch, const Tensor& cache, const char* op) {
+  const int64_t slots = cache.dim(0) * cache.dim(1);
+  for (int64_t slot : batch.slot_mapping)
+    DSINFER_CHECK(slot >= 0 && slot < slots, op, ": slot ", slot, " outside the cache of ", slots);
+}
+
+void expect_positions(const std::vector<int32_t>& positions, const RopeTable& table, const char* op) {
+  for (int32_t p : positions)
+    DSINFER_CHECK(p >= 0 && p < table.cos.dim(0), op, ": position ", p, " outside the table");
+}
+
 // A captured step: one cudaGraphExec_t, replayed on the backend's stream when the step's metadata
 // sits where the captured step's did. Lives no longer than its backend.
 class CudaGraph final : public StepGraph {
@@ -252,13 +265,7 @@ class CudaBackend final : public Backend, public CudaContext {
                   "concat_last: ", a.shape().to_string(), " and ", b.shape().to_string(), " do not concatenate");
     int64_t T = a.dim(0), A = a.dim(1), B = b.dim(1);
     Tensor out = allocate(a.dtype(), {T, A + B});
-    const int64_t element = static_cast<int64_t>(dtype_size(a.dtype()));
-    if (element == 2) {  // one launch (concat_columns) where the rows are 16-byte pieces
-      concat_columns(a.raw(), A * element, b.raw(), B * element, out.raw(), T, stream_);
-      return out;
-    }
-    copy_rows({a.raw(), A, 0, nullptr, out.raw(), A + B, 0, T, A, static_cast<int>(element)}, stream_);
-    copy_rows({b.raw(), B, 0, nullptr, out.raw(), A + B, A, T, B, static_cast<int>(element)}, stream_);
+    concat_columns(a.raw(), A, b.raw(), B, out.raw(), T, static_cast<int>(dtype_size(a.dtype())), stream_);
     return out;
   }
 
@@ -322,8 +329,7 @@ class CudaBackend final : public Backend, public CudaContext {
     int64_t T = x.dim(0), G = x.dim(1), D = x.dim(2), rope_dim = 2 * table.cos.dim(1);
     DSINFER_CHECK(static_cast<int64_t>(positions.size()) == T && begin >= 0 && begin + rope_dim <= D,
                   "rope_inplace: ", positions.size(), " positions for x ", x.shape().to_string());
-    for (int32_t p : positions)
-      DSINFER_CHECK(p >= 0 && p < table.cos.dim(0), "rope_inplace: position ", p, " outside the table");
+    expect_positions(positions, table, "rope_inplace");
     const int32_t* device_positions = metadata_->int32_array(positions.data(), positions.size());
     cuda::rope_inplace(bf16_data(x), T, G, D, G * D, begin, rope_dim, device_positions, table.cos.data<float>(),
                        table.sin.data<float>(), table.interleaved, stream_);
@@ -337,9 +343,7 @@ class CudaBackend final : public Backend, public CudaContext {
     DSINFER_CHECK(latent.dim(1) == width && latent.dim(0) == static_cast<int64_t>(batch.slot_mapping.size()),
                   "write_cache: latent ", latent.shape().to_string(), " does not match the cache ",
                   cache.shape().to_string());
-    int64_t slots = cache.dim(0) * cache.dim(1);
-    for (int64_t slot : batch.slot_mapping)
-      DSINFER_CHECK(slot >= 0 && slot < slots, "write_cache: slot ", slot, " outside the cache of ", slots);
+    expect_slots(batch, cache, "write_cache");
     const DeviceAttention& device = metadata_->attention(batch);
     cuda::write_cache(bf16_data(latent), width, device.slot_mapping, bf16_data(cache), latent.dim(0), width,
                       stream_);
@@ -359,11 +363,8 @@ class CudaBackend final : public Backend, public CudaContext {
                       T == static_cast<int64_t>(batch.positions.size()),
                   "write_latent_cache: kv_a ", kv_a.shape().to_string(), " does not match the cache ",
                   cache.shape().to_string(), ", a norm of ", norm_weight.numel(), " and ", rope, " rope dims");
-    const int64_t slots = cache.dim(0) * cache.dim(1);
-    for (int64_t slot : batch.slot_mapping)
-      DSINFER_CHECK(slot >= 0 && slot < slots, "write_latent_cache: slot ", slot, " outside the cache of ", slots);
-    for (int32_t p : batch.positions)
-      DSINFER_CHECK(p >= 0 && p < table.cos.dim(0), "write_latent_cache: position ", p, " outside the table");
+    expect_slots(batch, cache, "write_latent_cache");
+    expect_positions(batch.positions, table, "write_latent_cache");
     const DeviceAttention& device = metadata_->attention(batch);
     const int32_t* positions = metadata_->int32_array(batch.positions.data(), batch.positions.size());
     cuda::write_latent_cache(bf16_data(kv_a), T, latent, rope, norm_weight.data<float>(), eps, positions,

@@ -254,15 +254,18 @@ void silu_mul(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 
-void concat_columns(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes, void* out, int64_t rows,
-                    cudaStream_t stream) {
-  DSINFER_CHECK(rows >= 0 && a_bytes >= 0 && b_bytes >= 0, "concat_columns: negative size (", rows, " rows of ",
-                a_bytes, " + ", b_bytes, " bytes)");
+void concat_columns(const void* a, int64_t a_cols, const void* b, int64_t b_cols, void* out, int64_t rows,
+                    int element_bytes, cudaStream_t stream) {
+  DSINFER_CHECK(rows >= 0 && a_cols >= 0 && b_cols >= 0, "concat_columns: negative size (", rows, " rows of ", a_cols,
+                " + ", b_cols, " columns)");
+  DSINFER_CHECK(element_bytes == 2 || element_bytes == 4, "concat_columns: element size must be 2 or 4 bytes, got ",
+                element_bytes);
+  const int64_t a_bytes = a_cols * element_bytes, b_bytes = b_cols * element_bytes;
   if (rows == 0 || a_bytes + b_bytes == 0) return;
   const bool pieces = a_bytes % 16 == 0 && b_bytes % 16 == 0 && aligned16(a) && aligned16(b) && aligned16(out);
   if (!pieces) {
-    copy_rows({a, a_bytes / 2, 0, nullptr, out, (a_bytes + b_bytes) / 2, 0, rows, a_bytes / 2, 2}, stream);
-    copy_rows({b, b_bytes / 2, 0, nullptr, out, (a_bytes + b_bytes) / 2, a_bytes / 2, rows, b_bytes / 2, 2}, stream);
+    copy_rows({a, a_cols, 0, nullptr, out, a_cols + b_cols, 0, rows, a_cols, element_bytes}, stream);
+    copy_rows({b, b_cols, 0, nullptr, out, a_cols + b_cols, a_cols, rows, b_cols, element_bytes}, stream);
     return;
   }
   const int64_t a_units = a_bytes / 16, b_units = b_bytes / 16;

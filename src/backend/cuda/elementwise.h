@@ -50,11 +50,12 @@ struct RowCopy {
 };
 void copy_rows(const RowCopy& copy, cudaStream_t stream);
 
-// out[r] = [a[r, 0..a_bytes), b[r, 0..b_bytes)] for r < rows: concat_last in one launch (at decode
+// out[r] = [a[r, 0..a_cols), b[r, 0..b_cols)] for r < rows: concat_last in one launch (at decode
 // its two copies were each a ~2.5 us launch of a few hundred bytes). a, b and out contiguous
-// [rows, *] matrices; falls back to two copy_rows when a row is not made of 16-byte pieces.
-void concat_columns(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes, void* out, int64_t rows,
-                    cudaStream_t stream);
+// [rows, *] matrices of element_bytes (2 or 4) elements; two copy_rows when a row is not made of
+// 16-byte pieces.
+void concat_columns(const void* a, int64_t a_cols, const void* b, int64_t b_cols, void* out, int64_t rows,
+                    int element_bytes, cudaStream_t stream);
 
 // out[i] = bf16(in[i]) (round to nearest even) and out[i] = float(in[i]), i < n.
 void convert_f32_to_bf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream);
