@@ -368,6 +368,7 @@ int run(int argc, char** argv) {
   flags.add_int("moe-fp8-mma-max-rows", "GPU: FP8 experts with 1..this many rows use the FP8-activation kernels "
                 "(0: never; default: the backend's)");
   flags.add_bool("mla-mma-sync", "GPU: MLA decode on the mma.sync kernel instead of the WGMMA one");
+  flags.add_bool("no-programmatic-gemv", "GPU: launch one-row bf16 products without programmatic dependencies");
   flags.add_bool("enforce-eager", "GPU: no CUDA graphs (by default decode steps replay graphs, and eager steps are "
                  "timed too)");
   flags.add_string("out", "FILE", "result JSON (default bench/results/model_step_<config>_<device>.json)");
@@ -405,6 +406,7 @@ int run(int argc, char** argv) {
     if (flags.has("moe-gemv-max-rows"))
       cuda_options.moe_gemv_max_rows = static_cast<int>(flags.get_int("moe-gemv-max-rows"));
     cuda_options.mla_wgmma = !flags.get_bool("mla-mma-sync");
+    cuda_options.programmatic_gemv = !flags.get_bool("no-programmatic-gemv");
     if (flags.has("moe-fp8-mma-max-rows"))
       cuda_options.moe_fp8_mma_max_rows = static_cast<int>(flags.get_int("moe-fp8-mma-max-rows"));
     backend = backend::cuda::make_cuda_backend(cuda_options);
@@ -556,6 +558,7 @@ int run(int argc, char** argv) {
                            "moe-fp8-mma-max-rows"})
     if (flags.has(knob)) run_config[knob] = flags.get_int(knob);
   if (flags.get_bool("mla-mma-sync")) run_config["mla-mma-sync"] = true;
+  if (flags.get_bool("no-programmatic-gemv")) run_config["no-programmatic-gemv"] = true;
   Json batch_list = Json::array();
   for (int64_t batch : batches) batch_list.push_back(batch);
   run_config["batches"] = batch_list;

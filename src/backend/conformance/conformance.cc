@@ -698,6 +698,18 @@ void add_linear_cases(std::vector<Case>& cases, const Dims& d) {
   for (MlaGrouped g : kMlaGrouped)
     for (int64_t T : d.pick<int64_t>({1, 16}, {1, 64, 256}))
       cases.push_back(grouped_case(str_cat(g.name, " ", d.heads, "x", g.K, "->", g.N, " T=", T), T, d.heads, g.K, g.N));
+
+  // One-token shapes that take each tiling of the CUDA GEMV (gemv.cu): 8-lane teams (K = 64),
+  // 16-lane teams, rows that 4 does not divide, K split over 8 warps (N = 8, K = 16384), a K that is
+  // not a multiple of 8 (the fallback), and grouped products with odd widths.
+  struct Edge { int64_t K, N; };
+  for (Edge e : {Edge{64, 12}, Edge{128, 36}, Edge{136, 6}, Edge{2048, 7}, Edge{16384, 8}, Edge{7168, 577}, Edge{100, 9}})
+    cases.push_back(linear_case("linear", str_cat("gemv edge ", e.K, "->", e.N, " bf16 T=1"), 1, e.K, e.N,
+                                WeightFormat::kDense, false, kBoundProduct));
+  cases.push_back(linear_case("linear_f32", "gemv edge 7168->577 bf16 f32-out T=1", 1, 7168, 577, WeightFormat::kDense,
+                              false, kBoundF32Product));
+  for (Edge e : {Edge{24, 5}, Edge{64, 12}, Edge{520, 3}})
+    cases.push_back(grouped_case(str_cat("gemv edge 3x", e.K, "->", e.N, " T=1"), 1, 3, e.K, e.N));
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -29,13 +29,16 @@ struct CudaOptions {
   //   FP8 GEMV up to 16 rows, expert GEMV 4 / 1:  1.71 / 7.07 / 12.20  and  1.70 / 7.22 / 12.19
   //   FP8 GEMV up to 4 rows, expert GEMV 2:       1.72 / 6.98 / 12.18
   int64_t fp8_gemv_max_rows = 16;
-  // bf16 linears with at most this many token rows run our one-pass GEMV (fp8_gemm.h's fallback)
-  // instead of cuBLASLt (gemm.h, GemmOptions::bf16_fallback_max_rows); 0: never. H200, one row, us
-  // (L2 flushed, CUDA events), GEMV vs cuBLASLt: q_a 12.2 / 14.9, q_b 28.7 / 31.0, kv_a 9.6 / 10.9,
-  // o_proj 67.7 / 72.3, dense gate_up 135 / 147, dense down 73.8 / 78.5, LM head 438 / 430; at two
-  // rows q_b and the LM head lose more (33.0 / 31.2, 440 / 430). The LM head keeps cuBLASLt
-  // (GemmOptions::kFallbackMaxOutputs); one-row f32 products (the router) take the GEMV too.
+  // bf16 products with one token row (linears, the LM head, absorbed MLA's per-head products) run
+  // gemv.h's weight-streaming kernel instead of cuBLASLt (GemmOptions::bf16_fallback_max_rows; more
+  // rows up to this many take fp8_gemm.h's fallback); 0: never. H200, one row, us (L2 flushed, CUDA
+  // events, gemv_check), gemv / cuBLASLt: q_a 11.6 / 14.1, kv_a 9.1 / 9.8, q_b 24.2 / 29.7, w_uk
+  // 9.5 / 11.5, w_uv 9.8 / 10.7, o_proj 63.0 / 72.9, dense gate_up 126 / 140, dense down 70.8 / 76.2,
+  // LM head 418 / 419. programmatic_gemv launches them with programmatic dependencies (pdl.cuh): the
+  // 3-layer bf16 model's batch-1 step 1.439 ms with, 1.470 ms without (model_step_bench
+  // --no-programmatic-gemv). One-row f32 products (the router) take the fallback GEMM.
   int64_t bf16_gemv_max_rows = 1;
+  bool programmatic_gemv = true;
   int moe_gemv_max_rows = 2;
   // FP8 routed experts with more rows than the expert GEMV takes and at most this many take the
   // FP8-activation product kernels (moe_fp8_rows.h: weights unpacked once, tiles of 8 rows) instead of

@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
+#include <string>
 
 #include "backend/conformance/conformance.h"
 #include "backend/cuda/cuda_backend.h"
@@ -13,13 +15,26 @@
 namespace dsinfer::backend::cuda {
 namespace {
 
-// The perf column of the report when DSINFER_CONFORMANCE_PERF is set.
-bool perf_mode() { return std::getenv("DSINFER_CONFORMANCE_PERF") != nullptr; }
+// The perf column of the report when DSINFER_CONFORMANCE_PERF is set; only the cases of some ops
+// when DSINFER_CONFORMANCE_OPS lists them (comma-separated, e.g. "linear,grouped_linear"), for a
+// quick run while a kernel is worked on. scripts/gpu-test.sh sets neither.
+conformance::ConformanceOptions options_from_environment(conformance::Tier tier) {
+  conformance::ConformanceOptions options;
+  options.tier = tier;
+  options.perf = std::getenv("DSINFER_CONFORMANCE_PERF") != nullptr;
+  if (const char* ops = std::getenv("DSINFER_CONFORMANCE_OPS")) {
+    std::stringstream list(ops);
+    for (std::string op; std::getline(list, op, ',');)
+      if (!op.empty()) options.ops.push_back(op);
+  }
+  return options;
+}
 
 void expect_conformance(const CudaOptions& options, conformance::Tier tier) {
   ASSERT_GT(device_count(), 0) << "no CUDA device: this test needs a GPU";
   auto backend = make_cuda_backend(options);
-  conformance::ConformanceReport report = conformance::run_conformance(*backend, tier, std::cout, perf_mode());
+  conformance::ConformanceReport report =
+      conformance::run_conformance(*backend, options_from_environment(tier), std::cout);
   EXPECT_TRUE(report.passed()) << report.num_failed() << " checks failed";
   for (const std::string& op : report.failing_ops()) ADD_FAILURE() << "failing op: " << op;
 }

@@ -22,6 +22,7 @@
 #include <initializer_list>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -133,6 +134,7 @@ __device__ __forceinline__ float silu_times(float gate, float up) { return gate 
 
 template <bool kVector>
 __global__ void silu_mul_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, int64_t tokens, int64_t inter) {
+  allow_dependent_launch();  // the down projection after it (gemv.h) starts streaming its weights
   const int64_t units = kVector ? inter / kChunk : inter;
   auto body = [&](int64_t unit, int64_t t) {
     const bf16* gate = x + t * 2 * inter;

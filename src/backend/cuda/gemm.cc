@@ -45,6 +45,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/gemv.h"
 #include "core/log.h"
 
 namespace dsinfer::backend::cuda {
@@ -412,6 +413,13 @@ const GemmOptions& GemmRunner::options() const { return state_->options; }
 
 GemmPath GemmRunner::last_path() const { return state_->last_path; }
 
+// One-token bf16 products stream their weights through gemv.h rather than the fallback GEMM or
+// cuBLASLt, the LM head included (bf16_fallback_max_rows >= 1 turns it on; force_fallback off).
+bool GemmRunner::one_row_gemv(DType weight_dtype, int64_t tokens) const {
+  const GemmOptions& options = state_->options;
+  return weight_dtype == DType::kBF16 && tokens == 1 && options.bf16_fallback_max_rows >= 1 && !options.force_fallback;
+}
+
 void GemmRunner::linear(const LinearArgs& in, cudaStream_t stream) {
   LinearArgs args = in;
   const int64_t tokens = args.tokens, n = args.out_features, k = args.in_features;
@@ -425,8 +433,20 @@ void GemmRunner::linear(const LinearArgs& in, cudaStream_t stream) {
   const LinearPlan planned = plan_linear(state_->options, args.weight.dtype, args.y_dtype, tokens, n, k);
   if (tokens == 0) return;
 
-  bool done = false;
-  if (planned.path == GemmPath::kCublasLt) {
+  bool done = false, streamed = false;
+  if (one_row_gemv(args.weight.dtype, tokens)) {
+    Gemv g;
+    g.x = args.x;
+    g.w = static_cast<const __nv_bfloat16*>(args.weight.data);
+    g.y = args.y;
+    g.y_dtype = args.y_dtype;
+    g.n = n;
+    g.k = k;
+    g.programmatic = state_->options.programmatic_gemv;
+    done = streamed = gemv_supported(g);
+    if (done) gemv(g, stream);
+  }
+  if (!done && planned.path == GemmPath::kCublasLt) {
     DSINFER_CHECK(args.scratch_bytes >= planned.scratch_bytes &&
                       (planned.scratch_bytes == 0 || (args.scratch != nullptr && aligned(args.scratch, 16))),
                   "linear: T ", tokens, ", N ", n, ", K ", k, " with ", dtype_name(args.weight.dtype),
@@ -460,7 +480,7 @@ void GemmRunner::linear(const LinearArgs& in, cudaStream_t stream) {
     g.k = k;
     gemm_fallback(g, stream);
   }
-  state_->last_path = done ? GemmPath::kCublasLt : GemmPath::kFallback;
+  state_->last_path = streamed ? GemmPath::kGemv : done ? GemmPath::kCublasLt : GemmPath::kFallback;
 }
 
 void GemmRunner::grouped_linear(const __nv_bfloat16* x, const void* weight, DType weight_dtype, __nv_bfloat16* y,
@@ -473,8 +493,23 @@ void GemmRunner::grouped_linear(const __nv_bfloat16* x, const void* weight, DTyp
                 "grouped_linear: weights must be bf16 or f32, got ", dtype_name(weight_dtype));
   if (tokens == 0) return;
 
-  bool done = false;
-  if (weight_dtype == DType::kBF16 && !state_->options.force_fallback) {
+  bool done = false, streamed = false;
+  if (one_row_gemv(weight_dtype, tokens)) {
+    Gemv g;
+    g.x = x;
+    g.x_group_stride = in_features;
+    g.w = static_cast<const __nv_bfloat16*>(weight);
+    g.w_group_stride = out_features * in_features;
+    g.y = y;
+    g.y_group_stride = out_features;
+    g.n = out_features;
+    g.k = in_features;
+    g.groups = groups;
+    g.programmatic = state_->options.programmatic_gemv;
+    done = streamed = gemv_supported(g);
+    if (done) gemv(g, stream);
+  }
+  if (!done && weight_dtype == DType::kBF16 && !state_->options.force_fallback) {
     // Per group g, with the mapping at the top of the file: A = W[g] (K x N, ld K, next group N * K
     // further), B = x[:, g, :] (K x T, ld G * K, next group K further), D = y[:, g, :] (N x T,
     // ld G * N, next group N further).
@@ -515,7 +550,7 @@ void GemmRunner::grouped_linear(const __nv_bfloat16* x, const void* weight, DTyp
     g.batch = groups;
     gemm_fallback(g, stream);
   }
-  state_->last_path = done ? GemmPath::kCublasLt : GemmPath::kFallback;
+  state_->last_path = streamed ? GemmPath::kGemv : done ? GemmPath::kCublasLt : GemmPath::kFallback;
 }
 
 }  // namespace dsinfer::backend::cuda

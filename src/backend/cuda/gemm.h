@@ -5,7 +5,8 @@
 // Row-major contract, T = tokens (rows of x):
 //   y[T, N] = x[T, K] . W[N, K]^T, float32 accumulation; x bf16; y bf16 or f32.
 // Weights:
-//   bf16  -> cuBLASLt bf16 x bf16, CUBLAS_COMPUTE_32F (bf16 or f32 output: the lm_head's logits).
+//   bf16  -> cuBLASLt bf16 x bf16, CUBLAS_COMPUTE_32F (bf16 or f32 output: the lm_head's logits);
+//            one token row goes to gemv.h's weight-streaming kernel (GemmOptions).
 //   f32   -> x converted to f32 in scratch, cuBLASLt f32 x f32 with CUBLAS_COMPUTE_32F, which never
 //            uses TF32 (the MoE router gate: routing ties matter). f32 output only; a bf16 output
 //            or a strided x goes to the fallback kernel.
@@ -40,7 +41,7 @@
 
 namespace dsinfer::backend::cuda {
 
-enum class GemmPath : uint8_t { kCublasLt, kFallback };
+enum class GemmPath : uint8_t { kCublasLt, kFallback, kGemv };
 
 struct GemmOptions {
   // FP8 weights: run the fallback (no activation quantization, one pass over W) when T <= this.
@@ -48,11 +49,15 @@ struct GemmOptions {
   int64_t fp8_fallback_max_rows = 0;
   // Every product through the fallback kernel (reference runs, debugging).
   bool force_fallback = false;
-  // bf16 weights with at most kFallbackMaxOutputs rows: the fallback when T <= this. 0: always
-  // cuBLASLt. (At one row it streams the weights faster than cuBLASLt's small-M kernels on every
-  // DeepSeek-V3 shape but the LM head; see CudaOptions::bf16_gemv_max_rows.)
+  // bf16 weights with at most kFallbackMaxOutputs rows: the fallback when T <= this, and at T = 1
+  // gemv.h's kernel (for grouped products too). 0: always cuBLASLt. (At one row it streams the
+  // weights faster than cuBLASLt's small-M kernels on every DeepSeek-V3 shape but the LM head; see
+  // CudaOptions::bf16_gemv_max_rows.)
   int64_t bf16_fallback_max_rows = 0;
   static constexpr int64_t kFallbackMaxOutputs = 65536;  // below a vocabulary's 129,280
+  // One-token bf16 products (gemv.h) launched programmatically: each starts streaming its weights
+  // while the kernel before it finishes.
+  bool programmatic_gemv = true;
 };
 
 // A linear weight as stored: [N, K] row-major (K contiguous).
@@ -119,6 +124,8 @@ class GemmRunner {
   GemmPath last_path() const;
 
  private:
+  bool one_row_gemv(DType weight_dtype, int64_t tokens) const;
+
   struct State;
   std::unique_ptr<State> state_;
 };

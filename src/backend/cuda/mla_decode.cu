@@ -37,6 +37,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mla_decode_internal.cuh"
 #include "backend/cuda/mla_decode_wgmma.h"
 #include "backend/cuda/mma.cuh"
@@ -378,6 +379,7 @@ __device__ float combine_block_reduce(float value, float* scratch /* [kCombineWa
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(Params p) {
   __shared__ float weights[kMlaDecodeMaxSplits];
   __shared__ float reduce_scratch[kCombineWarps];
+  allow_dependent_launch();  // the value up-projection after it (gemv.h)
   const int head = blockIdx.x, t = blockIdx.y, dim = threadIdx.x * 4;
   const size_t first = mla_partial_index(t, 0, head, p);
   const size_t stride = p.heads;  // between consecutive splits of one (token, head)

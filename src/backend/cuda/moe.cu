@@ -55,6 +55,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/moe_fp8_rows.h"
@@ -675,6 +676,7 @@ template <bool kVector>
 __global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(const bf16* __restrict__ expert_out, const int32_t* __restrict__ slot_row,
                    const float* __restrict__ weights, bf16* __restrict__ out, int tokens, int top_k, int64_t hidden) {
+  allow_dependent_launch();  // the shared expert's product after it (gemv.h)
   constexpr int kElems = kVector ? 8 : 1;
   const int64_t units = hidden / kElems;
   const int64_t unit = int64_t{blockIdx.x} * kCombineThreads + threadIdx.x;

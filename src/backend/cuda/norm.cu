@@ -18,6 +18,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -46,6 +47,7 @@ template <bool kVector, bool kAddResidual>
 __global__ void __launch_bounds__(kMaxThreads)
     rms_norm_kernel(const bf16* x, int64_t x_row_stride, bf16* residual, const float* __restrict__ weight,
                     bf16* out, int64_t out_row_stride, int dim, float eps) {
+  allow_dependent_launch();  // the product after a norm (gemv.h) starts streaming its weights
   constexpr int kWidth = kVector ? kChunk : 1;
   const int64_t row = blockIdx.x;
   const int units = dim / kWidth;

@@ -18,6 +18,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -33,6 +34,7 @@ __global__ void __launch_bounds__(kRopeMaxThreads)
     rope_kernel(bf16* x, int64_t token_stride, int group_dim, int groups, int begin, int half,
                 const int32_t* __restrict__ positions, const float* __restrict__ cos_table,
                 const float* __restrict__ sin_table, bool interleaved) {
+  allow_dependent_launch();
   const int64_t t = blockIdx.x;
   const int p = static_cast<int>(blockIdx.y * blockDim.x + threadIdx.x);
   if (p >= groups * half) return;
@@ -61,6 +63,7 @@ __global__ void __launch_bounds__(kLatentThreads)
                               const float* __restrict__ sin_table, bool interleaved,
                               const int64_t* __restrict__ slot_mapping, bf16* __restrict__ cache) {
   __shared__ float warp_sums[kLatentThreads / 32];
+  allow_dependent_launch();
   const int64_t t = blockIdx.x;
   const int64_t slot = slot_mapping[t];
   if (slot < 0) return;  // uniform over the block: a skipped (padding) row

@@ -1,0 +1,279 @@
+// One-token bf16 products (gemv.h): y[g, n] = sum_k x[g, k] * W[g, n, k], float32 accumulation.
+//
+// Roofline: reads groups * n * k * 2 bytes of weights once (x is a few KB, re-read through L1);
+// 2 * groups * n * k FLOPs, far below the FP32 pipe. DeepSeek-V3's one-token products run from
+// 8 MB (kv_a) to 528 MB (the dense MLP's gate and up), 2 to 125 us at 4.2 TB/s.
+//
+// Launch: 128 threads (4 warps). The weight rows are tiled over three levels (GemvTiling, chosen on
+// the host by choose_gemv_tiling from measurements):
+//   - a team of `team` lanes (8, 16 or 32; rows of 64 to 512 elements are better served by narrow
+//     teams) owns `rows` consecutive rows of one group (rows divides n) and walks their 16-byte
+//     chunks together: lane l of the team takes chunks l, l + team, ...;
+//   - `split` warps (1, 2 or 4, only with whole-warp teams) share the same rows and cut their chunks
+//     into `split` contiguous slices, so that narrow products (n = 576) still have thousands of
+//     warps and every block is short; the slices' sums meet in shared memory in a fixed order;
+//   - a block holds 4 / split such warp groups.
+// Each lane issues `loads` / `rows` chunk loads for each of its rows before it uses any (`loads`
+// 16-byte loads in flight per lane), with ld.global.nc.L1::no_allocate so that the streamed
+// weights do not evict x from L1. A team's sum is a butterfly of shuffles within the team. Rows
+// past the end (the last block) recompute the last team's rows and are not written.
+//
+// Programmatic launch (gemv.h): griddepcontrol.wait comes after the first round of weight loads
+// and before the first read of x; every write of y comes after it.
+#include "backend/cuda/gemv.h"
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
+#include "core/error.h"
+
+namespace dsinfer::backend::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kWarpSize = 32;
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * kWarpSize;
+constexpr int kChunk = 8;           // bf16 elements per 16-byte chunk
+constexpr int64_t kMaxK = 65536;
+
+bool aligned(const void* p, int64_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+__device__ __forceinline__ uint4 load_streaming(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// acc += dot(x chunk, w chunk): 8 bf16 pairs, the element at the lower address in the low half.
+__device__ __forceinline__ float dot_chunk(const uint4& x, const uint4& w, float acc) {
+  const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
+  const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc = fmaf(__uint_as_float(xs[i] << 16), __uint_as_float(ws[i] << 16), acc);
+    acc = fmaf(__uint_as_float(xs[i] & 0xffff0000u), __uint_as_float(ws[i] & 0xffff0000u), acc);
+  }
+  return acc;
+}
+
+template <typename Out>
+__device__ __forceinline__ void store(Out* p, float v) {
+  if constexpr (std::is_same_v<Out, float>) {
+    *p = v;
+  } else {
+    *p = __float2bfloat16_rn(v);
+  }
+}
+
+struct Params {
+  const bf16* x;
+  int64_t x_group_stride;
+  const bf16* w;
+  int64_t w_group_stride;
+  void* y;
+  int64_t y_group_stride;
+  int n;
+  int chunks;      // k / 8
+  int total_rows;  // n * groups
+};
+
+template <typename Out, int kTeam, int kRows, int kSplit, int kLoads>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
+  static_assert(kSplit == 1 || kTeam == kWarpSize, "K is split over whole warps only");
+  static_assert(kWarps % kSplit == 0 && kLoads % kRows == 0, "a tiling must divide the block and the loads");
+  constexpr int kTeamsPerWarp = kWarpSize / kTeam;
+  constexpr int kWarpGroups = kWarps / kSplit;
+  constexpr int kRowsPerBlock = kWarpGroups * kTeamsPerWarp * kRows;
+  constexpr int kUnroll = kLoads / kRows;
+
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int slice = warp % kSplit;
+  const int team_lane = lane % kTeam;
+  const int team = (warp / kSplit) * kTeamsPerWarp + lane / kTeam;
+  const int first = blockIdx.x * kRowsPerBlock + team * kRows;
+  const bool writes = first < p.total_rows;
+  // kRows divides n (and so total_rows): a team's rows lie in one group. Idle teams redo the last.
+  const int row0 = writes ? first : p.total_rows - kRows;
+  const int group = row0 / p.n;
+
+  const bf16* w_rows[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int n = row0 + r - group * p.n;
+    w_rows[r] = p.w + group * p.w_group_stride + static_cast<int64_t>(n) * p.chunks * kChunk;
+  }
+  const uint4* x = reinterpret_cast<const uint4*>(p.x + group * p.x_group_stride);
+
+  const int per_slice = (p.chunks + kSplit - 1) / kSplit;
+  const int begin = slice * per_slice + team_lane;
+  const int end = min(p.chunks, (slice + 1) * per_slice);
+  const int steps = begin < end ? (end - begin + kTeam - 1) / kTeam : 0;  // this lane's chunks
+
+  float acc[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
+  for (int s0 = 0; s0 < steps; s0 += kUnroll) {
+    uint4 w[kUnroll][kRows];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = begin + (s0 + u) * kTeam;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        w[u][r] = s0 + u < steps ? load_streaming(w_rows[r] + static_cast<int64_t>(c) * kChunk) : make_uint4(0, 0, 0, 0);
+      }
+    }
+    if (s0 == 0) wait_for_previous_kernel();
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (s0 + u >= steps) break;
+      const uint4 xv = __ldg(x + begin + (s0 + u) * kTeam);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[r] = dot_chunk(xv, w[u][r], acc[r]);
+    }
+  }
+  wait_for_previous_kernel();  // lanes without chunks have not waited yet
+
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int offset = kTeam / 2; offset > 0; offset /= 2) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
+  }
+  if constexpr (kSplit == 1) {
+    Out* y = static_cast<Out*>(p.y) + group * p.y_group_stride + (row0 - group * p.n);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (writes && team_lane == r % kTeam) store(y + r, acc[r]);  // rows past kTeam: lanes wrap
+    }
+  } else {
+    __shared__ float partial[kWarps][kRows];
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) partial[warp][r] = acc[r];
+    }
+    __syncthreads();
+    // One thread per (warp group, row): the slices' sums in slice order.
+    if (threadIdx.x < kWarpGroups * kRows) {
+      const int wg = threadIdx.x / kRows;
+      const int r = threadIdx.x % kRows;
+      const int out_first = blockIdx.x * kRowsPerBlock + wg * kRows;
+      if (out_first < p.total_rows) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int s = 0; s < kSplit; ++s) sum += partial[wg * kSplit + s][r];
+        const int out_group = out_first / p.n;
+        store(static_cast<Out*>(p.y) + out_group * p.y_group_stride + (out_first - out_group * p.n) + r, sum);
+      }
+    }
+  }
+}
+
+template <typename Out, int kTeam, int kRows, int kSplit, int kLoads>
+void launch(const Params& params, bool programmatic, cudaStream_t stream) {
+  constexpr int kRowsPerBlock = (kWarps / kSplit) * (kWarpSize / kTeam) * kRows;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>((params.total_rows + kRowsPerBlock - 1) / kRowsPerBlock));
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = programmatic ? 1 : 0;
+  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&config, gemv_kernel<Out, kTeam, kRows, kSplit, kLoads>, params));
+}
+
+using Launcher = void (*)(const Params&, bool, cudaStream_t);
+
+struct Built {
+  GemvTiling tiling;
+  Launcher bf16_out;
+  Launcher f32_out;
+};
+
+template <int kTeam, int kRows, int kSplit, int kLoads>
+constexpr Built built() {
+  return {{kTeam, kRows, kSplit, kLoads}, &launch<bf16, kTeam, kRows, kSplit, kLoads>,
+          &launch<float, kTeam, kRows, kSplit, kLoads>};
+}
+
+// Every tiling compiled: narrow teams with 4 or 8 rows (short rows: one load per lane and row),
+// whole-warp teams with 1, 2 or 4 rows, K split over 1, 2 or 4 warps, 8 or 16 loads in flight.
+constexpr Built kBuilt[] = {
+    built<8, 4, 1, 8>(),   built<8, 8, 1, 8>(),   built<16, 4, 1, 8>(),  built<16, 8, 1, 8>(),
+    built<32, 1, 1, 8>(),  built<32, 1, 2, 8>(),  built<32, 1, 4, 8>(),  built<32, 2, 1, 8>(),
+    built<32, 2, 2, 8>(),  built<32, 2, 4, 8>(),  built<32, 4, 1, 8>(),  built<32, 4, 2, 8>(),
+    built<32, 4, 4, 8>(),  built<32, 1, 1, 16>(), built<32, 1, 2, 16>(), built<32, 1, 4, 16>(),
+    built<32, 2, 1, 16>(), built<32, 2, 2, 16>(), built<32, 2, 4, 16>(), built<32, 4, 1, 16>(),
+    built<32, 4, 2, 16>(), built<32, 4, 4, 16>(),
+};
+
+const Built* find_built(const GemvTiling& t) {
+  for (const Built& b : kBuilt)
+    if (b.tiling.team == t.team && b.tiling.rows == t.rows && b.tiling.split == t.split && b.tiling.loads == t.loads)
+      return &b;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<GemvTiling> gemv_tilings() {
+  std::vector<GemvTiling> out;
+  for (const Built& b : kBuilt) out.push_back(b.tiling);
+  return out;
+}
+
+std::string GemvTiling::describe() const { return str_cat("team ", team, " rows ", rows, " split ", split, " loads ", loads); }
+
+// Measured on an H200 (gemv_check, one call with the L2 flushed; us): rows of at most 64 chunks take
+// 16-lane teams of 4 rows (w_uk 9.3 vs 11.4 for whole warps, w_uv 9.5 vs 12.0); the widest products
+// take one row per warp with K over 4 warps and 16 loads in flight (dense gate_up 127.3 vs 133.1, LM
+// head 424.6 vs 432.8); the rest 4 rows per warp, K over 4 warps, 8 loads (q_a 11.5, q_a + kv_a
+// 13.2, q_b 24.2, o_proj 63.7, dense down 71.2: the best or within 3% of it).
+GemvTiling choose_gemv_tiling(int64_t n, int64_t k, int64_t groups) {
+  const int64_t chunks = k / kChunk;
+  GemvTiling t;
+  if (chunks <= 64 && n % 4 == 0) {
+    t.team = chunks <= 8 ? 8 : 16;
+    t.rows = 4;
+    return t;
+  }
+  t.split = 4;
+  if (n * groups >= 32768 && chunks >= 512) {
+    t.loads = 16;
+    return t;
+  }
+  t.rows = n % 4 == 0 ? 4 : n % 2 == 0 ? 2 : 1;
+  return t;
+}
+
+bool gemv_supported(const Gemv& g) {
+  const int64_t y_bytes = g.y_dtype == DType::kF32 ? 4 : 2;
+  return (g.y_dtype == DType::kBF16 || g.y_dtype == DType::kF32) && g.x != nullptr && g.w != nullptr &&
+         g.y != nullptr && g.n > 0 && g.k > 0 && g.groups >= 1 && g.k % kChunk == 0 && g.k <= kMaxK &&
+         g.n * g.groups < (int64_t{1} << 31) && aligned(g.x, 16) && aligned(g.w, 16) && aligned(g.y, y_bytes) &&
+         (g.groups == 1 || (g.x_group_stride % kChunk == 0 && g.w_group_stride % kChunk == 0));
+}
+
+void gemv(const Gemv& g, const GemvTiling& tiling, cudaStream_t stream) {
+  DSINFER_CHECK(gemv_supported(g), "gemv: unsupported arguments (n ", g.n, ", k ", g.k, ", groups ", g.groups,
+                "): k must be a multiple of 8 up to 65536, x and w 16-byte aligned, y bf16 or f32");
+  const Built* built = find_built(tiling);
+  DSINFER_CHECK(built != nullptr, "gemv: no kernel is built for the tiling ", tiling.describe());
+  DSINFER_CHECK(g.n % tiling.rows == 0, "gemv: ", tiling.rows, " rows per team must divide n = ", g.n);
+  const Params params{g.x, g.x_group_stride, g.w, g.w_group_stride, g.y, g.y_group_stride,
+                      static_cast<int>(g.n), static_cast<int>(g.k / kChunk), static_cast<int>(g.n * g.groups)};
+  (g.y_dtype == DType::kF32 ? built->f32_out : built->bf16_out)(params, g.programmatic, stream);
+}
+
+void gemv(const Gemv& g, cudaStream_t stream) { gemv(g, choose_gemv_tiling(g.n, g.k, g.groups), stream); }
+
+}  // namespace dsinfer::backend::cuda
