@@ -415,9 +415,12 @@ GemmPath GemmRunner::last_path() const { return state_->last_path; }
 
 // One-token bf16 products stream their weights through gemv.h rather than the fallback GEMM or
 // cuBLASLt, the LM head included (bf16_fallback_max_rows >= 1 turns it on; force_fallback off).
+// FP8 weights likewise when fp8_fallback_max_rows >= 1 (DeepSeek's block scales applied per chunk).
 bool GemmRunner::one_row_gemv(DType weight_dtype, int64_t tokens) const {
   const GemmOptions& options = state_->options;
-  return weight_dtype == DType::kBF16 && tokens == 1 && options.bf16_fallback_max_rows >= 1 && !options.force_fallback;
+  if (tokens != 1 || options.force_fallback) return false;
+  if (weight_dtype == DType::kBF16) return options.bf16_fallback_max_rows >= 1;
+  return weight_dtype == DType::kF8E4M3 && options.fp8_fallback_max_rows >= 1;
 }
 
 void GemmRunner::linear(const LinearArgs& in, cudaStream_t stream) {
@@ -437,7 +440,9 @@ void GemmRunner::linear(const LinearArgs& in, cudaStream_t stream) {
   if (one_row_gemv(args.weight.dtype, tokens)) {
     Gemv g;
     g.x = args.x;
-    g.w = static_cast<const __nv_bfloat16*>(args.weight.data);
+    g.w = args.weight.data;
+    g.w_dtype = args.weight.dtype;
+    g.w_scale = args.weight.scale;
     g.y = args.y;
     g.y_dtype = args.y_dtype;
     g.n = n;
@@ -498,7 +503,7 @@ void GemmRunner::grouped_linear(const __nv_bfloat16* x, const void* weight, DTyp
     Gemv g;
     g.x = x;
     g.x_group_stride = in_features;
-    g.w = static_cast<const __nv_bfloat16*>(weight);
+    g.w = weight;
     g.w_group_stride = out_features * in_features;
     g.y = y;
     g.y_group_stride = out_features;

@@ -1,4 +1,4 @@
-// One-token products with bf16 weights: y[g, n] = x[g, :] . W[g, n, :] for every group g (one
+// One-token products: y[g, n] = x[g, :] . W[g, n, :] for every group g (one
 // group for a linear; the heads for absorbed MLA's grouped products). This is batch-1 decode's
 // shape: every weight is read once and used once, so the kernel is a weight stream and its only
 // measure is bytes per second against the copy ceiling.
@@ -29,8 +29,10 @@ namespace dsinfer::backend::cuda {
 struct Gemv {
   const __nv_bfloat16* x = nullptr;  // [groups][k] bf16, group g at x + g * x_group_stride
   int64_t x_group_stride = 0;
-  const __nv_bfloat16* w = nullptr;  // [groups][n, k] bf16 row-major, group g at w + g * w_group_stride
+  const void* w = nullptr;  // [groups][n, k] row-major (w_dtype), group g at w + g * w_group_stride elements
+  DType w_dtype = DType::kBF16;  // bf16, or e4m3 with DeepSeek's 128 x 128 block scales (one group)
   int64_t w_group_stride = 0;
+  const float* w_scale = nullptr;  // e4m3: [ceil(n / 128), ceil(k / 128)] f32 row-major
   void* y = nullptr;                 // [groups][n] bf16 or f32 (y_dtype), group g at y + g * y_group_stride
   DType y_dtype = DType::kBF16;
   int64_t y_group_stride = 0;
@@ -52,11 +54,12 @@ struct GemvTiling {
 
 // Every tiling the kernel is built for (gemv_check times each), and the one gemv() uses for a shape.
 std::vector<GemvTiling> gemv_tilings();
-GemvTiling choose_gemv_tiling(int64_t n, int64_t k, int64_t groups);
+GemvTiling choose_gemv_tiling(int64_t n, int64_t k, int64_t groups, DType w_dtype = DType::kBF16);
 
-// Whether gemv() takes these arguments: k a multiple of 8 and at most 65536, x, w and their group
-// strides 16-byte aligned, y and its stride aligned to its element, n * groups < 2^31. Otherwise
-// use the fallback GEMM.
+// Whether gemv() takes these arguments: k filling 16-byte chunks (a multiple of 8 for bf16, 16 for
+// e4m3) and at most 65536, x, w and their group strides 16-byte aligned, y aligned to its element,
+// n * groups < 2^31; e4m3 weights with their scales, one group and a bf16 y. Otherwise use the
+// fallback GEMM.
 bool gemv_supported(const Gemv& g);
 
 // Queues the product on `stream`; throws dsinfer::Error unless gemv_supported(g). y must not

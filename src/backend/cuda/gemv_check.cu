@@ -4,13 +4,15 @@
 //
 //   build/src/backend/cuda/gemv_check [--runs N]
 //
-// For each shape: the fallback GEMM (fp8_gemm.h) is the reference; every built tiling must match it
-// (NMSE <= 1e-6: both sum the same bf16 products in f32, in different orders) and be deterministic
+// Shapes: bf16 and FP8 (128 x 128 block scales) weights. For each shape: the fallback GEMM
+// (fp8_gemm.h, which uses x in bf16 as this kernel does) is the reference; every built tiling must match it
+// (NMSE <= 1e-6: both sum the same products in f32, in different orders) and be deterministic
 // (two calls bitwise equal). Timing: CUDA events around one call, the L2 flushed before it (a memset
 // of 4 x L2), median of --runs (default 20); the fallback GEMM and cuBLASLt are timed the same way.
 // Prints one line per (shape, path) with microseconds and TB/s of weight bytes, marks the tiling
 // choose_gemv_tiling picks and the fastest one. Exit status 1 on any mismatch.
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,6 +41,7 @@ struct Shape {
   const char* name;
   int64_t n, k, groups;
   bool f32_out;
+  bool fp8 = false;  // e4m3 weights with 128 x 128 block scales (DeepSeek-V3's checkpoint format)
 };
 
 // DeepSeek-V3's one-token products (bf16 weights), and the fused q_a + kv_a.
@@ -49,6 +52,10 @@ constexpr Shape kShapes[] = {
     {"o_proj", 7168, 16384, 1, false},      {"dense gate_up", 36864, 7168, 1, false},
     {"dense down", 7168, 18432, 1, false},  {"shared gate_up", 4096, 7168, 1, false},
     {"shared down", 7168, 2048, 1, false},  {"lm_head", 129280, 7168, 1, true},
+    {"fp8 q_a", 1536, 7168, 1, false, true},            {"fp8 kv_a", 576, 7168, 1, false, true},
+    {"fp8 q_b", 24576, 1536, 1, false, true},           {"fp8 o_proj", 7168, 16384, 1, false, true},
+    {"fp8 dense gate_up", 36864, 7168, 1, false, true}, {"fp8 dense down", 7168, 18432, 1, false, true},
+    {"fp8 shared gate_up", 4096, 7168, 1, false, true}, {"fp8 shared down", 7168, 2048, 1, false, true},
 };
 
 class Buffer {
@@ -74,6 +81,24 @@ __global__ void fill_kernel(bf16* p, int64_t n, uint64_t seed, float scale) {
     const float u = static_cast<float>(h >> 40) / static_cast<float>(1ull << 24);  // [0, 1)
     p[i] = __float2bfloat16((2.0f * u - 1.0f) * scale);
   }
+}
+
+// e4m3 weights near N(0, sigma ~100) as block-quantized weights look (never NaN: |x| <= 448), and
+// positive block scales around 2e-4.
+__global__ void fill_fp8_kernel(__nv_fp8_e4m3* p, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    uint64_t h = (static_cast<uint64_t>(i) + seed) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    const float u = static_cast<float>(h >> 40) / static_cast<float>(1ull << 24);
+    p[i] = __nv_fp8_e4m3((2.0f * u - 1.0f) * 400.0f);
+  }
+}
+
+__global__ void fill_scale_kernel(float* p, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    p[i] = 2e-4f * (0.5f + static_cast<float>((i * 2654435761u) % 1000) / 1000.0f);
 }
 
 std::vector<float> to_host(const void* device, int64_t count, bool f32) {
@@ -142,30 +167,41 @@ int run(int runs) {
   GemmOptions fallback_options;
   fallback_options.force_fallback = true;
   GemmRunner fallback(fallback_options);
-  GemmRunner cublas;  // bf16_fallback_max_rows 0: cuBLASLt for every bf16 product
+  GemmRunner cublas;  // bf16_fallback_max_rows 0: cuBLASLt for every bf16 product (FP8: activations quantized)
+  Buffer cublas_scratch(size_t{64} << 20);
   int failures = 0;
 
   for (const Shape& shape : kShapes) {
     const int64_t w_count = shape.groups * shape.n * shape.k, x_count = shape.groups * shape.k;
     const int64_t y_count = shape.groups * shape.n;
+    const int64_t scale_count = ((shape.n + 127) / 128) * ((shape.k + 127) / 128);
     const size_t y_bytes = y_count * (shape.f32_out ? 4 : 2);
-    Buffer w(w_count * 2), x(x_count * 2), y_ref(y_bytes), y(y_bytes);
-    fill_kernel<<<1024, 256, 0, stream>>>(static_cast<bf16*>(w.get()), w_count, 1, 0.05f);
+    const int64_t w_bytes = w_count * (shape.fp8 ? 1 : 2);
+    Buffer w(w_bytes), x(x_count * 2), y_ref(y_bytes), y(y_bytes), scale(scale_count * 4);
+    if (shape.fp8) {
+      fill_fp8_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_fp8_e4m3*>(w.get()), w_count, 1);
+      fill_scale_kernel<<<64, 256, 0, stream>>>(static_cast<float*>(scale.get()), scale_count);
+    } else {
+      fill_kernel<<<1024, 256, 0, stream>>>(static_cast<bf16*>(w.get()), w_count, 1, 0.05f);
+    }
     fill_kernel<<<64, 256, 0, stream>>>(static_cast<bf16*>(x.get()), x_count, 2, 1.0f);
     DSINFER_CUDA_CHECK_LAUNCH();
-    const double gb = static_cast<double>(w_count) * 2 / 1e9;
+    const double gb = static_cast<double>(w_bytes + (shape.fp8 ? scale_count * 4 : 0)) / 1e9;
     const DType y_dtype = shape.f32_out ? DType::kF32 : DType::kBF16;
+    const DType w_dtype = shape.fp8 ? DType::kF8E4M3 : DType::kBF16;
 
     auto product = [&](GemmRunner& runner, void* out) {
       if (shape.groups == 1) {
         LinearArgs args;
         args.x = static_cast<const bf16*>(x.get());
-        args.weight = {w.get(), DType::kBF16, nullptr};
+        args.weight = {w.get(), w_dtype, shape.fp8 ? static_cast<const float*>(scale.get()) : nullptr};
         args.y = out;
         args.y_dtype = y_dtype;
         args.tokens = 1;
         args.out_features = shape.n;
         args.in_features = shape.k;
+        args.scratch = cublas_scratch.get();
+        args.scratch_bytes = cublas_scratch.bytes();
         runner.linear(args, stream);
       } else {
         runner.grouped_linear(static_cast<const bf16*>(x.get()), w.get(), DType::kBF16, static_cast<bf16*>(out), 1,
@@ -185,7 +221,9 @@ int run(int runs) {
     Gemv g;
     g.x = static_cast<const bf16*>(x.get());
     g.x_group_stride = shape.k;
-    g.w = static_cast<const bf16*>(w.get());
+    g.w = w.get();
+    g.w_dtype = w_dtype;
+    g.w_scale = shape.fp8 ? static_cast<const float*>(scale.get()) : nullptr;
     g.w_group_stride = shape.n * shape.k;
     g.y = y.get();
     g.y_dtype = y_dtype;
@@ -193,7 +231,7 @@ int run(int runs) {
     g.n = shape.n;
     g.k = shape.k;
     g.groups = shape.groups;
-    const GemvTiling chosen = choose_gemv_tiling(shape.n, shape.k, shape.groups);
+    const GemvTiling chosen = choose_gemv_tiling(shape.n, shape.k, shape.groups, w_dtype);
     double best_us = 1e30, chosen_us = 0;
     std::string best;
     for (const GemvTiling& tiling : gemv_tilings()) {
