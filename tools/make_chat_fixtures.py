@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Renders the chat-template fixtures with jinja2, exactly as transformers' apply_chat_template does.
 
-Writes two files that src/tokenizer/chat/*_test.cc compare the C++ engine against:
+Writes two files that src/jinja/*_test.cc and src/tokenizer/chat/*_test.cc compare the C++ engine against:
   tests/fixtures/chat/renderings.json   whole conversations through real and hand-written templates
   tests/fixtures/chat/expressions.json  template snippets (expressions, filters, tests, statements,
                                         whitespace control) with their outputs

@@ -26,6 +26,7 @@ HEADLINES = {
     "serve": ["output_throughput", "qpm", "median_ttft_ms", "median_tpot_ms", "p90_tpot_ms", "max_qpm",
               "max_qpm_p90_tpot_ms"],
     "http_connections": ["concurrent_streams_held", "server_kib_per_stream"],
+    "soak": ["requests_done", "errors", "rss_start_mib", "rss_end_mib", "leaked_pages", "open_connections_end"],
 }
 CONFIG_KEYS = {
     "model_step": ["config", "num_layers", "weights", "context", "prefill"],

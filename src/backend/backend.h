@@ -121,8 +121,10 @@ struct SamplingParams {
 //   2. repetition penalty (Hugging Face's: positive logits divided, negative multiplied) on every
 //      token of the row's history; frequency and presence penalties (OpenAI's: minus
 //      frequency * output count + presence) on tokens with output count > 0;
-//   3. banned tokens (the stop tokens while min_tokens is not reached) get -inf;
-//   4. sampling as SamplingParams says, with the row's uniform draw (greedy rows ignore it).
+//   3. logit_bias: each of the row's biases is added to its token's logit;
+//   4. banned tokens (the stop tokens while min_tokens is not reached) and, for a row with an
+//      allowed-token bitmask (structured output), every token outside it get -inf;
+//   5. sampling as SamplingParams says, with the row's uniform draw (greedy rows ignore it).
 struct SamplingRow {
   SamplingParams params;
   float repetition_penalty = 1.0f;  // 1: off
@@ -142,15 +144,41 @@ struct SamplingBatch {
   // Each row's banned tokens, CSR.
   std::vector<int32_t> banned_start = {0};   // [B + 1]
   std::vector<int32_t> banned_tokens;
+  // Each row's logit_bias, CSR: a row's tokens are distinct (the GPU adds them in parallel).
+  std::vector<int32_t> bias_start;           // [B + 1], or empty: no row has a bias
+  std::vector<int32_t> bias_tokens;
+  std::vector<float> bias_values;            // [bias_start[B]], added to the logit
+  // Allowed-token bitmasks (structured output), xgrammar's layout (structured/token_bitmask.h):
+  // [rows with a mask, bitmask_words(V)] int32, token t allowed when bit t % 32 of word t / 32 is
+  // set; bits past V are ignored. bitmask_row[b] is row b's index into it, or -1 (no mask); an
+  // empty bitmask_row means no row has one.
+  std::vector<int32_t> bitmask;
+  std::vector<int32_t> bitmask_row;          // [B] or empty
 
+  static constexpr int64_t bitmask_words(int64_t vocab) { return (vocab + 31) / 32; }
   int num_rows() const { return static_cast<int>(rows.size()); }
-  // Throws unless the batch describes `logit_rows` rows with consistent CSR arrays.
-  void check_rows(int64_t logit_rows) const {
+  bool any_bitmask() const {
+    return std::any_of(bitmask_row.begin(), bitmask_row.end(), [](int32_t index) { return index >= 0; });
+  }
+  // Throws unless the batch describes `logit_rows` rows of `vocab` logits with consistent CSR arrays
+  // and bitmask indexes.
+  void check_rows(int64_t logit_rows, int64_t vocab) const {
     DSINFER_CHECK(num_rows() == logit_rows && static_cast<int64_t>(history_start.size()) == logit_rows + 1 &&
                       static_cast<int64_t>(banned_start.size()) == logit_rows + 1 &&
-                      history_tokens.size() == history_output_counts.size(),
+                      (bias_start.empty() ? bias_tokens.empty()
+                                          : static_cast<int64_t>(bias_start.size()) == logit_rows + 1) &&
+                      history_tokens.size() == history_output_counts.size() &&
+                      bias_tokens.size() == bias_values.size() &&
+                      (bitmask_row.empty() || static_cast<int64_t>(bitmask_row.size()) == logit_rows),
                   "sample_tokens: ", logit_rows, " logit rows do not match the sampling batch of ", num_rows(),
                   " rows");
+    const int64_t words = std::max<int64_t>(bitmask_words(vocab), 1);
+    const auto mask_rows = static_cast<int64_t>(bitmask.size()) / words;
+    DSINFER_CHECK(static_cast<int64_t>(bitmask.size()) == mask_rows * words,
+                  "sample_tokens: the bitmask holds ", bitmask.size(), " words, not a multiple of ",
+                  bitmask_words(vocab), " (a row of ", vocab, " tokens)");
+    for (int32_t index : bitmask_row)
+      DSINFER_CHECK(index >= -1 && index < mask_rows, "sample_tokens: bitmask row ", index, " of ", mask_rows);
   }
   bool any_logprobs() const {
     return std::any_of(rows.begin(), rows.end(), [](const SamplingRow& row) { return row.top_logprobs >= 0; });

@@ -1,6 +1,6 @@
 // dsinfer bench serve: the load generator, against any OpenAI-compatible server. Flags are those of
 // `vllm bench serve` where it has one; the parts (workload, SSE, metrics, the HTTP driver, the
-// max-QPM search) live in src/bench/.
+// max-QPM search) live in src/loadgen/.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,16 +11,16 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/load_generator.h"
-#include "bench/max_qpm_search.h"
-#include "bench/report.h"
-#include "bench/request_metrics.h"
-#include "bench/workload.h"
 #include "bench/result_file.h"
 #include "cli/flags.h"
 #include "cli/verbs.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "loadgen/load_generator.h"
+#include "loadgen/max_qpm_search.h"
+#include "loadgen/report.h"
+#include "loadgen/request_metrics.h"
+#include "loadgen/workload.h"
 #include "server/http.h"
 #include "tokenizer/tokenizer.h"
 
@@ -61,9 +61,9 @@ Flags bench_serve_flags() {
   return flags;
 }
 
-bench::Target read_target(const Flags& flags) {
+loadgen::Target read_target(const Flags& flags) {
   const server::Url url = server::parse_url(flags.get_string("base-url"));
-  bench::Target target;
+  loadgen::Target target;
   target.host = url.host;
   target.port = url.port;
   target.base_path = url.path;
@@ -71,12 +71,12 @@ bench::Target read_target(const Flags& flags) {
   DSINFER_CHECK(target.endpoint.starts_with('/'), "--endpoint must start with '/', got '", target.endpoint, "'");
   target.api_key = flags.get_string("api-key");
   if (const char* key = std::getenv("OPENAI_API_KEY"); target.api_key.empty() && key) target.api_key = key;
-  target.model = flags.has("model") ? flags.get_string("model") : bench::first_served_model(target);
+  target.model = flags.has("model") ? flags.get_string("model") : loadgen::first_served_model(target);
   return target;
 }
 
-bench::LoadOptions read_load_options(const Flags& flags) {
-  bench::LoadOptions options;
+loadgen::LoadOptions read_load_options(const Flags& flags) {
+  loadgen::LoadOptions options;
   options.request_rate = flags.get_double("request-rate");
   options.burstiness = flags.get_double("burstiness");
   options.max_concurrency = flags.get_int("max-concurrency");
@@ -89,15 +89,15 @@ bench::LoadOptions read_load_options(const Flags& flags) {
   return options;
 }
 
-bench::Slo read_slo(const Flags& flags) {
-  bench::Slo slo;
+loadgen::Slo read_slo(const Flags& flags) {
+  loadgen::Slo slo;
   if (flags.has("slo-ttft-ms")) slo.ttft_ms = flags.get_double("slo-ttft-ms");
   if (flags.has("slo-tpot-ms")) slo.tpot_ms = flags.get_double("slo-tpot-ms");
   return slo;
 }
 
-bench::WorkloadOptions read_workload(const Flags& flags) {
-  bench::WorkloadOptions workload;
+loadgen::WorkloadOptions read_workload(const Flags& flags) {
+  loadgen::WorkloadOptions workload;
   workload.num_prompts = flags.get_int("num-prompts");
   workload.input_len = flags.get_int("input-len");
   workload.output_len = flags.get_int("output-len");
@@ -109,7 +109,7 @@ bench::WorkloadOptions read_workload(const Flags& flags) {
 // JSON has no infinity: "inf" as vLLM writes it.
 Json rate_json(double rate) { return std::isinf(rate) ? Json("inf") : Json(rate); }
 
-Json config_json(const Flags& flags, const bench::Target& target, bool ignore_eos) {
+Json config_json(const Flags& flags, const loadgen::Target& target, bool ignore_eos) {
   Json config;
   config["base_url"] = flags.get_string("base-url");
   config["endpoint"] = target.endpoint;
@@ -134,28 +134,28 @@ Json config_json(const Flags& flags, const bench::Target& target, bool ignore_eo
 
 // What every run shares: where requests go, how prompts are made, what counts as good.
 struct Benchmark {
-  bench::Target target;
-  bench::WorkloadOptions workload;
-  bench::LoadOptions load;
-  bench::Slo slo;
-  bench::PromptFormat format = bench::PromptFormat::kTokenIds;
+  loadgen::Target target;
+  loadgen::WorkloadOptions workload;
+  loadgen::LoadOptions load;
+  loadgen::Slo slo;
+  loadgen::PromptFormat format = loadgen::PromptFormat::kTokenIds;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // with --tokenizer
-  bench::PromptVocabulary vocabulary;
+  loadgen::PromptVocabulary vocabulary;
 
   // The prompts of run `index`: each run of a search gets its own (seed + index).
-  std::vector<bench::Prompt> prompts(int index) const {
-    bench::WorkloadOptions options = workload;
+  std::vector<loadgen::Prompt> prompts(int index) const {
+    loadgen::WorkloadOptions options = workload;
     options.seed += static_cast<uint64_t>(index);
-    return bench::make_prompts(options, format, vocabulary);
+    return loadgen::make_prompts(options, format, vocabulary);
   }
   // Sends the prompts; the errors of failed requests go to stderr.
-  bench::LoadResult run(const std::vector<bench::Prompt>& prompts, const bench::LoadOptions& options) const {
-    bench::LoadResult result = bench::run_load(target, prompts, options);
-    std::fputs(bench::failure_lines(result.records).c_str(), stderr);
+  loadgen::LoadResult run(const std::vector<loadgen::Prompt>& prompts, const loadgen::LoadOptions& options) const {
+    loadgen::LoadResult result = loadgen::run_load(target, prompts, options);
+    std::fputs(loadgen::failure_lines(result.records).c_str(), stderr);
     return result;
   }
-  bench::RunMetrics metrics(const bench::LoadResult& result) const {
-    return bench::compute_metrics(result.records, result.duration_s, slo);
+  loadgen::RunMetrics metrics(const loadgen::LoadResult& result) const {
+    return loadgen::compute_metrics(result.records, result.duration_s, slo);
   }
   bool has_slo() const { return slo.ttft_ms || slo.tpot_ms; }
 };
@@ -168,7 +168,7 @@ Benchmark read_benchmark(const Flags& flags) {
   benchmark.workload = read_workload(flags);
   benchmark.load = read_load_options(flags);
   benchmark.slo = read_slo(flags);
-  benchmark.format = bench::is_chat(benchmark.target) ? bench::PromptFormat::kText : bench::PromptFormat::kTokenIds;
+  benchmark.format = loadgen::is_chat(benchmark.target) ? loadgen::PromptFormat::kText : loadgen::PromptFormat::kTokenIds;
   if (flags.has("tokenizer")) {
     benchmark.tokenizer =
         std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(flags.get_string("tokenizer")));
@@ -178,7 +178,7 @@ Benchmark read_benchmark(const Flags& flags) {
 }
 
 void print_plan(const Benchmark& benchmark, const std::string& base_url) {
-  const bench::WorkloadOptions& workload = benchmark.workload;
+  const loadgen::WorkloadOptions& workload = benchmark.workload;
   const std::string concurrency =
       benchmark.load.max_concurrency > 0 ? std::to_string(benchmark.load.max_concurrency) : "none";
   std::printf("model %s at %s%s: %lld prompts of %lld input and %lld output tokens (range ratio %g), "
@@ -193,46 +193,46 @@ void print_plan(const Benchmark& benchmark, const std::string& base_url) {
 // One request before the measured run, as vLLM's initial test run and SGLang's warm-up: wrong
 // arguments fail here with the server's own message, and first-request costs stay out of the figures.
 void check_endpoint(const Benchmark& benchmark) {
-  std::vector<bench::Prompt> prompt = benchmark.prompts(0);
+  std::vector<loadgen::Prompt> prompt = benchmark.prompts(0);
   prompt.resize(1);
-  bench::LoadOptions options = benchmark.load;
+  loadgen::LoadOptions options = benchmark.load;
   options.request_rate = std::numeric_limits<double>::infinity();
   options.progress = false;
-  const bench::LoadResult result = bench::run_load(benchmark.target, prompt, options);
+  const loadgen::LoadResult result = loadgen::run_load(benchmark.target, prompt, options);
   DSINFER_CHECK(result.records[0].success, "the test request to ", benchmark.target.endpoint,
                 " failed: ", result.records[0].error);
 }
 
 Json run_once(const Benchmark& benchmark, bool detailed) {
-  const bench::LoadResult run = benchmark.run(benchmark.prompts(0), benchmark.load);
-  const bench::RunMetrics metrics = benchmark.metrics(run);
-  const bench::RunSetting setting{benchmark.load.request_rate, benchmark.load.max_concurrency, benchmark.has_slo()};
-  std::fputs(bench::summary_table(metrics, setting).c_str(), stdout);
+  const loadgen::LoadResult run = benchmark.run(benchmark.prompts(0), benchmark.load);
+  const loadgen::RunMetrics metrics = benchmark.metrics(run);
+  const loadgen::RunSetting setting{benchmark.load.request_rate, benchmark.load.max_concurrency, benchmark.has_slo()};
+  std::fputs(loadgen::summary_table(metrics, setting).c_str(), stdout);
   Json result;
-  result["figures"] = bench::figures_json(metrics, benchmark.has_slo());
-  if (detailed) result["per_request"] = bench::per_request_json(run.records);
+  result["figures"] = loadgen::figures_json(metrics, benchmark.has_slo());
+  if (detailed) result["per_request"] = loadgen::per_request_json(run.records);
   return result;
 }
 
 Json run_search(const Benchmark& benchmark, int max_probes) {
-  bench::SearchOptions options;
+  loadgen::SearchOptions options;
   options.slo_tpot_ms = *benchmark.slo.tpot_ms;
   options.initial_rate = std::isinf(benchmark.load.request_rate) ? 1.0 : benchmark.load.request_rate;
   options.max_probes = max_probes;
   const auto run_probe = [&](double rate, int index) {
-    bench::LoadOptions load = benchmark.load;
+    loadgen::LoadOptions load = benchmark.load;
     load.request_rate = rate;
     load.seed += static_cast<uint64_t>(index);
-    const bench::RunMetrics metrics = benchmark.metrics(benchmark.run(benchmark.prompts(index), load));
+    const loadgen::RunMetrics metrics = benchmark.metrics(benchmark.run(benchmark.prompts(index), load));
     std::printf("probe %d: %.3f req/s -> %.2f QPM, p90 TPOT %.2f ms, %lld failed\n", index, rate, metrics.qpm,
                 metrics.tpot.p90_ms, static_cast<long long>(metrics.failed));
     std::fflush(stdout);
     return metrics;
   };
-  const bench::SearchResult search = bench::find_max_qpm(run_probe, options);
-  std::fputs(bench::search_table(search, options.slo_tpot_ms).c_str(), stdout);
-  Json figures = bench::search_json(search, options.slo_tpot_ms);
-  if (search.best) figures["best_probe"] = bench::figures_json(search.best->metrics, true);
+  const loadgen::SearchResult search = loadgen::find_max_qpm(run_probe, options);
+  std::fputs(loadgen::search_table(search, options.slo_tpot_ms).c_str(), stdout);
+  Json figures = loadgen::search_json(search, options.slo_tpot_ms);
+  if (search.best) figures["best_probe"] = loadgen::figures_json(search.best->metrics, true);
   Json result;
   result["figures"] = figures;
   return result;

@@ -17,6 +17,7 @@
 
 #include "core/log.h"
 #include "runtime/engine_impl.h"
+#include "runtime/output_constraint.h"
 #include "runtime/step_error.h"
 
 namespace dsinfer::runtime {
@@ -92,6 +93,7 @@ RequestId Engine::Impl::submit(std::vector<int32_t> prompt, RequestOptions optio
                                  " pages"), "messages");
   if (options.max_tokens < 0) throw InvalidRequest("max_tokens must not be negative", "max_tokens");
   if (options.logprobs > 20) throw InvalidRequest("at most 20 top logprobs", "top_logprobs");
+  check_logit_bias(options.logit_bias, vocab);
 
   auto sequence = std::make_unique<EngineSequence>();
   sequence->prompt_length = length;
@@ -102,6 +104,8 @@ RequestId Engine::Impl::submit(std::vector<int32_t> prompt, RequestOptions optio
   sequence->arrival = Clock::now();
   sequence->stop_ids = options.ignore_eos ? std::vector<int32_t>{} : eos_ids;
   sequence->stop_ids.insert(sequence->stop_ids.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
+  // Structured output: the matcher is made here, on the caller's thread, not the engine's.
+  if (options.constraint) sequence->matcher = make_matcher(*options.constraint, vocab);
   sequence->stream = std::make_unique<RequestStream>(tokenizer, options, std::move(sink), length);
   sequence->options = std::move(options);
   {
@@ -373,6 +377,8 @@ std::string Engine::fatal_error() const {
 }
 
 Metrics& Engine::metrics() { return impl_->metrics; }
+int64_t Engine::vocab_size() const { return impl_->executor->vocab_size(); }
+const std::vector<int32_t>& Engine::eos_token_ids() const { return impl_->eos_ids; }
 int64_t Engine::max_model_len() const { return impl_->max_model_len; }
 const EngineConfig& Engine::config() const { return impl_->config; }
 

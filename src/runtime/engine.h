@@ -81,7 +81,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Validates and queues a request. Throws InvalidRequest (prompt empty, too long for the context,
-  // ids outside the vocabulary, bad options), or EngineUnavailable once the engine has failed.
+  // ids outside the vocabulary, bad options, a logit_bias token outside the vocabulary, a grammar
+  // compiled for another vocabulary), or EngineUnavailable once the engine has failed.
   // The sink receives StreamOutputs on the engine's output thread, in order.
   RequestId submit(std::vector<int32_t> prompt, RequestOptions options, StreamSink sink);
   // Ends a request early; its sink gets a last output with FinishReason::kAbort. Unknown or already
@@ -106,6 +107,10 @@ class Engine {
   double take_overhead_us();
   Metrics& metrics();
   int64_t max_model_len() const;
+  // The model's logit width, and the tokens that end a request (unless ignore_eos): what a grammar
+  // for RequestOptions::constraint is compiled against.
+  int64_t vocab_size() const;
+  const std::vector<int32_t>& eos_token_ids() const;
   const EngineConfig& config() const;
 
  private:

@@ -158,6 +158,9 @@ struct Engine::Impl {
   OutputBatch outputs;  // this step's outputs, handed over at its end
   std::vector<Sequence*> step_sequences;
   std::vector<Candidate> step_candidates;
+  // Bitmask buffers of collected steps, reused by later steps (structured output): filling a
+  // step's masks allocates nothing once the buffers have grown to the largest step's.
+  std::vector<std::vector<int32_t>> spare_bitmasks;
 
   std::unique_ptr<OutputProcessor> output;
   std::thread thread;

@@ -13,13 +13,15 @@
 //     step late): a sequence that stopped at step N has a row in step N + 1 whose token is dropped;
 //   - a sequence that ends (finished, aborted, failed) stays allocated while a launched step refers
 //     to it (steps_in_flight), so that collecting that step finds it and skips it;
-//   - a sequence whose next row needs its history on the host (penalties) makes the engine collect
-//     before planning: the step after it is not overlapped.
+//   - a sequence whose next row needs its history on the host (penalties, or a grammar whose
+//     matcher must accept the token before it fills the next mask: output_constraint.h) makes the
+//     engine collect before planning: the step after it is not overlapped.
 #include <algorithm>
 
 #include "core/log.h"
 #include "model/batch_builder.h"
 #include "runtime/engine_impl.h"
+#include "runtime/output_constraint.h"
 #include "runtime/step_error.h"
 
 namespace dsinfer::runtime {
@@ -99,12 +101,30 @@ PreparedStep Engine::Impl::prepare() {
     if (samples) prepared.sampling.push_back(&engine_sequence(s));
   }
   // What the device does to each sampled row's logits: the request's sampling options, its
-  // penalty history, its stop tokens banned while under min_tokens, and its next seeded draw.
-  for (EngineSequence* s : prepared.sampling) {
+  // penalty history, its logit_bias, its stop tokens banned while under min_tokens, the tokens its
+  // grammar allows, and its next seeded draw.
+  backend::SamplingBatch& rows = prepared.sampling_rows;
+  for (size_t row = 0; row < prepared.sampling.size(); ++row) {
+    EngineSequence* s = prepared.sampling[row];
     bool under_min = s->output_length() < s->options.min_tokens;
     std::span<const int32_t> banned = under_min ? std::span<const int32_t>(s->stop_ids) : std::span<const int32_t>();
-    append_sampling_row(prepared.sampling_rows, s->options.sampling, s->sampler, banned, s->sampler.uniforms.next(),
-                        s->options.logprobs);
+    if (s->matcher) {
+      // The matcher has seen every earlier token: the step that sampled the last one was collected
+      // before this one was planned (next_needs_tokens).
+      DSINFER_CHECK(s->unresolved == 0, "request ", s->id, ": a constrained row was planned before its last token was known");
+      if (rows.bitmask_row.empty()) {
+        rows.bitmask_row.assign(prepared.sampling.size(), -1);
+        if (!spare_bitmasks.empty()) {
+          rows.bitmask = std::move(spare_bitmasks.back());
+          spare_bitmasks.pop_back();
+          rows.bitmask.clear();
+        }
+      }
+      add_bitmask_row(*s->matcher, rows, static_cast<int>(row), banned);
+      prepared.next_needs_tokens = true;
+    }
+    append_sampling_row(rows, s->options.sampling, s->sampler, s->options.logit_bias, banned,
+                        s->sampler.uniforms.next(), s->options.logprobs);
     const SamplingOptions& o = s->options.sampling;
     if (o.repetition_penalty != 1.0f || o.frequency_penalty != 0.0f || o.presence_penalty != 0.0f)
       prepared.next_needs_tokens = true;
@@ -181,6 +201,8 @@ bool Engine::Impl::collect_step(PreparedStep& prepared) {
   }
   for (const ScheduledWork& w : prepared.work) --engine_sequence(*w.sequence).steps_in_flight;
   if (collected) complete(prepared, sampled);
+  std::vector<int32_t>& bitmask = prepared.sampling_rows.bitmask;
+  if (bitmask.capacity() > 0 && spare_bitmasks.size() < kMaxLaunchedSteps) spare_bitmasks.push_back(std::move(bitmask));
   return collected;
 }
 
@@ -200,6 +222,11 @@ void Engine::Impl::complete(PreparedStep& prepared, SampledTokens& sampled) {
     const int64_t index = prepared.token_index[row];
     s.tokens[index] = token;
     --s.unresolved;
+    if (s.matcher && !s.matcher->accept(token)) {
+      fail(s, str_cat("structured output: the sampled token ", token, " is not allowed by the grammar (",
+                      s.options.constraint->grammar->description(), ")"));
+      continue;
+    }
     ++metrics.generation_tokens;
     record_token(s.sampler, s.options.sampling, token);
     if (s.state == RequestState::kPrefilling) s.state = RequestState::kDecoding;  // not if preempted since
@@ -217,6 +244,8 @@ void Engine::Impl::complete(PreparedStep& prepared, SampledTokens& sampled) {
     if (produced == 1) detail_of(event).cached_tokens = s.cached_tokens;
     bool at_limit = index + 1 >= s.max_length;
     FinishReason reason = token_finish(s.stop_ids, s.options.min_tokens, token, produced, at_limit);
+    // A grammar that has ended (a stop token where it may end) ends the request, whatever else.
+    if (s.matcher && s.matcher->is_terminated()) reason = FinishReason::kStop;
     if (reason != FinishReason::kNone) finish(s, reason, event, produced);
   }
 }

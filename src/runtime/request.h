@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "structured/compiled_grammar.h"
+
 namespace dsinfer::runtime {
 
 enum class RequestState : uint8_t { kWaiting, kPrefilling, kDecoding, kFinished, kAborted };
@@ -28,8 +30,29 @@ struct SamplingOptions {
   float presence_penalty = 0.0f;     // OpenAI: minus penalty if present in the output so far
 };
 
+// OpenAI's logit_bias entry: `bias` is added to the token's logit before sampling (after the
+// penalties); +100 all but forces it, -100 all but bans it.
+struct LogitBias {
+  int32_t token = 0;
+  float bias = 0.0f;
+  friend bool operator==(const LogitBias&, const LogitBias&) = default;
+};
+
+// Structured output (issue 12): the output must match `grammar` (compiled for this engine's
+// vocabulary; the server compiles it off the engine thread). The engine gives the request a
+// matcher: each step's row gets the grammar's bitmask of allowed tokens, and the request finishes
+// with "stop" once the grammar has ended (a stop token accepted where the grammar may end).
+struct OutputConstraint {
+  structured::CompiledGrammarPtr grammar;
+  // Reasoning models: the grammar applies only after these tokens (structured::reasoning_end_tokens,
+  // `</think>`); empty: from the first output token.
+  std::vector<int32_t> reasoning_end;
+};
+
 struct RequestOptions {
   SamplingOptions sampling;
+  std::vector<LogitBias> logit_bias;   // distinct tokens inside the vocabulary (the engine checks)
+  std::optional<OutputConstraint> constraint;
   int64_t max_tokens = 16;             // new tokens at most (the context may end it sooner)
   int64_t min_tokens = 0;              // stop conditions ignored before this many new tokens
   std::vector<std::string> stop;       // stop strings; the text ends before the first match

@@ -13,7 +13,8 @@ void record_token(SamplerState& state, const SamplingOptions& options, int32_t t
 }
 
 void append_sampling_row(backend::SamplingBatch& batch, const SamplingOptions& options, const SamplerState& state,
-                         std::span<const int32_t> banned, float uniform, int top_logprobs) {
+                         std::span<const LogitBias> logit_bias, std::span<const int32_t> banned, float uniform,
+                         int top_logprobs) {
   backend::SamplingRow row;
   row.params = to_sampling_params(options);
   row.repetition_penalty = options.repetition_penalty;
@@ -36,6 +37,13 @@ void append_sampling_row(backend::SamplingBatch& batch, const SamplingOptions& o
   batch.history_start.push_back(static_cast<int32_t>(batch.history_tokens.size()));
   batch.banned_tokens.insert(batch.banned_tokens.end(), banned.begin(), banned.end());
   batch.banned_start.push_back(static_cast<int32_t>(batch.banned_tokens.size()));
+  // The bias CSR exists once a row has a bias; the rows before it get empty ranges.
+  if (!logit_bias.empty() && batch.bias_start.empty()) batch.bias_start.assign(batch.rows.size(), 0);
+  for (const LogitBias& entry : logit_bias) {
+    batch.bias_tokens.push_back(entry.token);
+    batch.bias_values.push_back(entry.bias);
+  }
+  if (!batch.bias_start.empty()) batch.bias_start.push_back(static_cast<int32_t>(batch.bias_tokens.size()));
 }
 
 TokenLogprob row_logprobs(const backend::SampledTokens& sampled, int64_t row, int top_n) {

@@ -26,11 +26,13 @@ void init_sampler(SamplerState& state, const SamplingOptions& options, const std
 void record_token(SamplerState& state, const SamplingOptions& options, int32_t token);
 
 // Appends one row to `batch`: the request's sampling options, its history for the penalties (only
-// when it has a penalty), `banned` (the stop tokens while fewer than min_tokens were generated), the
-// row's uniform draw and how many top logprobs it wants (-1: none). The backend's sample_tokens then
-// does what the engine used to do on the host (backend.h, SamplingRow).
+// when it has a penalty), its logit_bias, `banned` (the stop tokens while fewer than min_tokens were
+// generated), the row's uniform draw and how many top logprobs it wants (-1: none). The backend's
+// sample_tokens then does what the engine used to do on the host (backend.h, SamplingRow). A row's
+// bitmask (structured output) is the engine's to add.
 void append_sampling_row(backend::SamplingBatch& batch, const SamplingOptions& options, const SamplerState& state,
-                         std::span<const int32_t> banned, float uniform, int top_logprobs);
+                         std::span<const LogitBias> logit_bias, std::span<const int32_t> banned, float uniform,
+                         int top_logprobs);
 
 // Row b of a step's sampled tokens as the request's TokenLogprob.
 TokenLogprob row_logprobs(const backend::SampledTokens& sampled, int64_t row, int top_n);

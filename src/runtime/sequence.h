@@ -9,6 +9,7 @@
 #include "runtime/request.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_checker.h"
+#include "structured/grammar_matcher.h"
 
 namespace dsinfer::runtime {
 
@@ -32,6 +33,8 @@ struct Sequence {
 
   SamplerState sampler;
   std::unique_ptr<StopChecker> stop;
+  // Structured output: where the request is in its grammar (made from options.constraint).
+  std::unique_ptr<structured::GrammarMatcher> matcher;
 
   Clock::time_point arrival;
   Clock::time_point first_scheduled;

@@ -21,7 +21,7 @@ void InFlightRequests::Request::running_as(runtime::Engine& engine, runtime::Req
     std::lock_guard lock(state_->mutex);
     if (finished_) return;  // its last output came first
     engine_ = &engine;
-    id_ = id;
+    ids_.push_back(id);
     if (!state_->cutting_short) return;
     cut_short_ = true;
   }
@@ -78,10 +78,14 @@ void InFlightRequests::cut_short_all() {
     state_->cutting_short = true;
     for (Request* request : state_->requests) {
       request->cut_short_ = true;
-      if (request->engine_ != nullptr) running.emplace_back(request->engine_, request->id_);
+      for (runtime::RequestId id : request->ids_) running.emplace_back(request->engine_, id);
     }
   }
   for (const auto& [engine, id] : running) engine->abort(id);
+}
+
+ProtocolError cut_short_by_shutdown() {
+  return ProtocolError(503, "The server shut down before this request finished. Retry on another instance.");
 }
 
 }  // namespace dsinfer::server

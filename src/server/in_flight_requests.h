@@ -14,8 +14,10 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "runtime/engine.h"
+#include "server/openai_errors.h"
 
 namespace dsinfer::server {
 
@@ -30,8 +32,9 @@ class InFlightRequests {
     Request(const Request&) = delete;
     Request& operator=(const Request&) = delete;
 
-    // The request now runs in `engine` as `id`. Aborts it there at once when the drain has
-    // already cut requests short.
+    // One of the request's engine requests (a request with n > 1 or batched prompts has one per
+    // choice) now runs in `engine` as `id`. Aborts it there at once when the drain has already cut
+    // requests short.
     void running_as(runtime::Engine& engine, runtime::RequestId id);
     // The drain's deadline passed while this request was in flight: its end is an error.
     bool cut_short() const;
@@ -43,8 +46,8 @@ class InFlightRequests {
     explicit Request(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
     std::shared_ptr<State> state_;
-    runtime::Engine* engine_ = nullptr;  // guarded by the state's mutex, as are the two below
-    runtime::RequestId id_ = 0;
+    runtime::Engine* engine_ = nullptr;  // guarded by the state's mutex, as are the three below
+    std::vector<runtime::RequestId> ids_;
     bool cut_short_ = false;
     bool finished_ = false;
   };
@@ -66,5 +69,8 @@ class InFlightRequests {
  private:
   std::shared_ptr<Request::State> state_;
 };
+
+// The answer of a request the drain cut short (a 503: another instance can take it).
+ProtocolError cut_short_by_shutdown();
 
 }  // namespace dsinfer::server

@@ -70,28 +70,26 @@ std::vector<int32_t> parse_stop_token_ids(const RequestFields& body) {
   return ids;
 }
 
+// n, and best_of, which is accepted only where it changes nothing (best_of == n): above n it would
+// rank best_of samples by their cumulative logprob and return the best n, which the engine does not
+// do (vLLM's V1 engine dropped it too).
+int64_t parse_choice_count(const RequestFields& body) {
+  int64_t n = body.integer("n").value_or(1);
+  if (n < 1) body.fail("n", str_cat("must be at least 1, got ", n));
+  if (n > kMaxChoicesPerPrompt) body.fail("n", str_cat("must be at most ", kMaxChoicesPerPrompt, ", got ", n));
+  if (std::optional<int64_t> best_of = body.integer("best_of")) {
+    if (*best_of < n) body.fail("best_of", str_cat("must be at least n (", n, "), got ", *best_of));
+    if (*best_of > n)
+      throw invalid_request(str_cat("best_of > n is not supported (best_of ", *best_of, ", n ", n,
+                                    "): it needs the engine to rank samples by their cumulative logprob and "
+                                    "return the best n, which it does not do; ask for n samples instead"),
+                            "best_of");
+  }
+  return n;
+}
+
 // Fields that would change the answer if ignored, which this server cannot honour yet.
 void refuse_unsupported(const RequestFields& body) {
-  if (std::optional<int64_t> n = body.integer("n")) {
-    if (*n < 1) body.fail("n", str_cat("must be at least 1, got ", *n));
-    if (*n > 1) throw invalid_request("n > 1 is not supported yet", "n");
-  }
-  if (std::optional<int64_t> best_of = body.integer("best_of")) {
-    if (*best_of < 1) body.fail("best_of", str_cat("must be at least 1, got ", *best_of));
-    if (*best_of > 1) throw invalid_request("best_of > 1 is not supported yet", "best_of");
-  }
-  if (const Json* format = body.object("response_format")) {
-    RequestFields fields(*format, "response_format");
-    std::optional<std::string> type = fields.string("type");
-    if (!type) fields.fail("type", "is required");
-    if (*type == "json_object" || *type == "json_schema" || *type == "structural_tag")
-      throw invalid_request(str_cat("response_format of type '", *type, "' is not supported yet"),
-                            "response_format");
-    if (*type != "text")
-      fields.fail("type", str_cat("must be 'text', 'json_object' or 'json_schema', got '", *type, "'"));
-  }
-  if (const Json* bias = body.object("logit_bias"); bias != nullptr && bias->size() > 0)
-    throw invalid_request("logit_bias is not supported yet", "logit_bias");
   if (body.boolean("use_beam_search").value_or(false))
     throw invalid_request("use_beam_search is not supported", "use_beam_search");
 }
@@ -100,6 +98,9 @@ void refuse_unsupported(const RequestFields& body) {
 GenerationParams parse_common(const RequestFields& body) {
   refuse_unsupported(body);
   GenerationParams params;
+  params.structured_output = parse_structured_output(body);  // issue 12: openai_structured.h
+  params.logit_bias = parse_logit_bias(body);
+  params.n = parse_choice_count(body);
   params.temperature = number_between(body, "temperature", 0.0, 2.0, params.temperature);
   if (std::optional<double> top_p = body.number("top_p")) {
     if (!(*top_p > 0.0 && *top_p <= 1.0)) body.fail("top_p", str_cat("must be in (0, 1], got ", *top_p));
@@ -178,6 +179,7 @@ runtime::RequestOptions to_request_options(const GenerationParams& params, int64
   options.include_stop_str_in_output = params.include_stop_str_in_output;
   options.logprobs = params.logprobs;
   options.skip_special_tokens = params.skip_special_tokens;
+  options.logit_bias = params.logit_bias;  // the constraint is compiled by the server (constraint_compiler.h)
   return options;
 }
 
@@ -192,14 +194,15 @@ std::vector<int32_t> token_ids(const Json::Array& items, std::string_view path) 
   return ids;
 }
 
-// A string, a list of one string, a list of token ids, or a list of one list of token ids.
-std::variant<std::string, std::vector<int32_t>> parse_prompt(const RequestFields& body) {
+// A string, a list of token ids, or a batch: a list of strings or a list of token-id lists.
+std::vector<std::variant<std::string, std::vector<int32_t>>> parse_prompts(const RequestFields& body) {
   const Json* prompt = body.get("prompt");
   if (prompt == nullptr) body.fail("prompt", "is required");
-  constexpr std::string_view kShapes = "must be a string, a list of token ids, or a list of one of those";
+  constexpr std::string_view kShapes =
+      "must be a string, a list of token ids, or a list of either (a batch of prompts)";
   if (prompt->is_string()) {
     if (prompt->as_string().empty()) body.fail("prompt", "must not be empty");
-    return prompt->as_string();
+    return {prompt->as_string()};
   }
   if (!prompt->is_array()) body.fail("prompt", str_cat(kShapes, ", got ", Json::type_name(prompt->type())));
   const Json::Array& items = prompt->as_array();
@@ -209,15 +212,41 @@ std::variant<std::string, std::vector<int32_t>> parse_prompt(const RequestFields
       if (!(item.*is)()) return false;
     return true;
   };
-  if (all(&Json::is_int)) return token_ids(items, "prompt");
+  if (all(&Json::is_int)) return {token_ids(items, "prompt")};
   if (!all(&Json::is_string) && !all(&Json::is_array)) body.fail("prompt", kShapes);
-  if (items.size() > 1) throw invalid_request("batched prompts are not supported yet", "prompt");
-  if (items[0].is_string()) {
-    if (items[0].as_string().empty()) body.fail("prompt", "must not be empty");
-    return items[0].as_string();
+  std::vector<std::variant<std::string, std::vector<int32_t>>> prompts;
+  prompts.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::string path = str_cat("prompt[", i, "]");
+    if (items[i].is_string()) {
+      if (items[i].as_string().empty()) fail_field(path, "must not be empty");
+      prompts.emplace_back(items[i].as_string());
+    } else {
+      if (items[i].size() == 0) fail_field(path, "must not be empty");
+      prompts.emplace_back(token_ids(items[i].as_array(), path));
+    }
   }
-  if (items[0].size() == 0) body.fail("prompt", "must not be empty");
-  return token_ids(items[0].as_array(), "prompt[0]");
+  return prompts;
+}
+
+// continue_final_message's conditions: the answer continues the last message, so that message is
+// the assistant's text, and no new assistant turn may open after it (vLLM refuses both flags too).
+void check_final_message_continues(const std::vector<ChatMessage>& messages,
+                                   std::optional<bool> add_generation_prompt) {
+  if (add_generation_prompt.value_or(false))
+    throw invalid_request("continue_final_message and add_generation_prompt cannot both be true: the first "
+                          "continues the last message, the second opens a new assistant turn after it",
+                          "continue_final_message");
+  const ChatMessage& last = messages.back();
+  const std::string where = str_cat("messages[", messages.size() - 1, "]");
+  if (last.role != "assistant")
+    throw invalid_request(str_cat("continue_final_message continues the last message, which must be the "
+                                  "assistant's; ", where, " has role '", last.role, "'"),
+                          "continue_final_message");
+  if (!last.tool_calls.is_null())
+    throw invalid_request(str_cat("continue_final_message continues the text of the last message; ", where,
+                                  " has tool_calls, which cannot be continued"),
+                          "continue_final_message");
 }
 
 }  // namespace
@@ -250,14 +279,16 @@ ChatCompletionRequest parse_chat_request(const Json& json) {
   if (logprobs) request.params.logprobs = static_cast<int32_t>(top_logprobs.value_or(0));
   request.tools = parse_tools(body);
   request.tool_choice = parse_tool_choice(body, request.tools);
+  request.tool_choice_function = tool_choice_function(body);
   // The parser must see the call markers, which a tokenizer may count as special tokens (the
   // test fixtures' does): when calls are parsed they stay in the text unless the client says.
-  if (request.tool_choice == ToolChoice::kAuto && !request.tools.is_null() && !body.get("skip_special_tokens"))
+  if (request.tool_choice != ToolChoice::kNone && !request.tools.is_null() && !body.get("skip_special_tokens"))
     request.params.skip_special_tokens = false;
   if (const Json* kwargs = body.object("chat_template_kwargs")) request.chat_template_kwargs = *kwargs;
-  request.add_generation_prompt = body.boolean("add_generation_prompt").value_or(true);
-  if (body.boolean("continue_final_message").value_or(false))
-    throw invalid_request("continue_final_message is not supported yet", "continue_final_message");
+  request.continue_final_message = body.boolean("continue_final_message").value_or(false);
+  std::optional<bool> add_generation_prompt = body.boolean("add_generation_prompt");
+  if (request.continue_final_message) check_final_message_continues(request.messages, add_generation_prompt);
+  request.add_generation_prompt = add_generation_prompt.value_or(!request.continue_final_message);
   return request;
 }
 
@@ -279,8 +310,14 @@ CompletionRequest parse_completion_request(const Json& json) {
   RequestFields body(json, "");
   CompletionRequest request;
   request.model = body.string("model").value_or("");
-  request.prompt = parse_prompt(body);
+  request.prompts = parse_prompts(body);
   request.params = parse_common(body);
+  if (const auto choices = static_cast<int64_t>(request.prompts.size()) * request.params.n;
+      choices > kMaxChoicesPerRequest)
+    throw invalid_request(str_cat("this request asks for ", choices, " choices (", request.prompts.size(),
+                                  " prompts, n = ", request.params.n, "), more than the ", kMaxChoicesPerRequest,
+                                  " one request may ask for; split the batch"),
+                          "prompt");
   // Absent means OpenAI's default of 16; an explicit null means "to the end of the context" (vLLM).
   request.params.max_tokens = json.contains("max_tokens") ? token_count(body, "max_tokens") : 16;
   check_min_tokens(body, request.params);

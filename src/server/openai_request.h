@@ -4,9 +4,12 @@
 // repetition_penalty, stop_token_ids, ignore_eos, min_tokens, skip_special_tokens,
 // include_stop_str_in_output, chat_template_kwargs, add_generation_prompt), so clients written
 // for either work unchanged. As in vLLM, unknown fields are ignored and a known field of the wrong
-// type is an error. A field we know but cannot honour yet (n > 1, best_of > 1, echo with logprobs, JSON output
-// formats, logit_bias, images, a forced tool call) is refused with a 400 rather than silently
+// type is an error. A field we know but cannot honour yet (best_of > n, echo with logprobs,
+// images) is refused with a 400 rather than silently
 // ignored, because ignoring it would change the answer without telling the client.
+//
+// n > 1 asks for n choices of each prompt (choice_fanout.h runs them); /v1/completions takes a batch
+// of prompts; chat's continue_final_message continues the last (assistant) message (chat_prompt.h).
 //
 // Every refusal is a ProtocolError (400) whose message names the field and the value at fault.
 #pragma once
@@ -21,9 +24,15 @@
 #include "core/json.h"
 #include "runtime/request.h"
 #include "server/openai_messages.h"
+#include "server/openai_structured.h"
 #include "server/openai_tools.h"
 
 namespace dsinfer::server {
+
+// The most choices one request may ask for: n per prompt, and n times the prompts of a batch. Each
+// is an engine request of its own, so these bound what one HTTP request can put in the queue.
+inline constexpr int64_t kMaxChoicesPerPrompt = 128;
+inline constexpr int64_t kMaxChoicesPerRequest = 1024;
 
 // What both endpoints say about generating and delivering the answer.
 struct GenerationParams {
@@ -45,6 +54,10 @@ struct GenerationParams {
   int32_t logprobs = -1;              // -1: none; N >= 0: the chosen token's logprob and the top N
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
+  int64_t n = 1;                      // choices per prompt; best_of, when given, must equal it
+  // Structured output, in whichever spelling the client used (openai_structured.h), and logit_bias.
+  std::optional<StructuredOutputRequest> structured_output;
+  std::vector<runtime::LogitBias> logit_bias;
 };
 
 struct ChatCompletionRequest {
@@ -53,8 +66,12 @@ struct ChatCompletionRequest {
   GenerationParams params;
   Json tools;                         // null, or the list of tool definitions, as sent (openai_tools.h)
   ToolChoice tool_choice = ToolChoice::kNone;
+  std::string tool_choice_function;   // ToolChoice::kNamed: the function the answer must call
   Json chat_template_kwargs;          // null, or an object of extra template variables
-  bool add_generation_prompt = true;
+  bool add_generation_prompt = true;  // false by default when continuing the final message
+  // vLLM's field: the last message is the assistant's, and the answer continues its text instead
+  // of starting a new turn (chat_prompt.h renders it). Needs add_generation_prompt false.
+  bool continue_final_message = false;
 
   // The `messages` the chat template reads: each message with its text content as one string.
   Json template_messages() const;
@@ -69,10 +86,12 @@ struct ChatCompletionRequest {
 
 struct CompletionRequest {
   std::string model;
-  std::variant<std::string, std::vector<int32_t>> prompt;  // text, or token ids used as given
+  // One prompt, or a batch: each text, or token ids used as given. Choice prompt_index * n + i of
+  // the answer is the i-th sample of prompt prompt_index, as in OpenAI's API.
+  std::vector<std::variant<std::string, std::vector<int32_t>>> prompts;
   GenerationParams params;            // max_tokens defaults to 16 here, as in OpenAI's API
   bool add_special_tokens = true;     // vLLM's extension: BOS before a text prompt
-  bool echo = false;                  // the answer's text starts with the prompt's
+  bool echo = false;                  // each choice's text starts with its prompt's
 
   runtime::RequestOptions request_options(int64_t prompt_tokens, int64_t max_model_len) const;  // as for chat
 };

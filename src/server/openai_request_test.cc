@@ -101,20 +101,33 @@ const BadBody kBadBodies[] = {
     {kCompletions, R"({"prompt":"a","logprobs":true})", "logprobs", "logprobs must be an integer, got boolean"},
     {kCompletions, R"({"prompt":"a","logprobs":-1})", "logprobs", "between 0 and 20, got -1"},
     // Not supported (yet).
-    {kChat, R"({)" MSG R"(,"n":2})", "n", "n > 1 is not supported yet"},
     {kChat, R"({)" MSG R"(,"n":0})", "n", "n must be at least 1, got 0"},
-    {kCompletions, R"({"prompt":"a","best_of":3})", "best_of", "best_of > 1 is not supported yet"},
+    {kChat, R"({)" MSG R"(,"n":129})", "n", "n must be at most 128, got 129"},
+    {kCompletions, R"({"prompt":"a","n":2.5})", "n", "n must be an integer"},
+    {kCompletions, R"({"prompt":"a","best_of":3})", "best_of", "best_of > n is not supported (best_of 3, n 1)"},
+    {kCompletions, R"({"prompt":"a","n":3,"best_of":2})", "best_of", "best_of must be at least n (3), got 2"},
     {kCompletions, R"({"prompt":"a","echo":true,"logprobs":1})", "echo",
      "echo with logprobs is not supported yet (it needs the prompt's logprobs)"},
     {kCompletions, R"({"prompt":"a","suffix":"z"})", "suffix", "suffix is not supported"},
-    {kChat, R"({)" MSG R"(,"response_format":{"type":"json_object"}})", "response_format",
-     "response_format of type 'json_object' is not supported yet"},
-    {kChat, R"({)" MSG R"(,"response_format":{"type":"json_schema","json_schema":{}}})", "response_format",
-     "of type 'json_schema' is not supported yet"},
+    // Structured output and logit_bias (issue 12; openai_structured_test.cc has the rest).
+    {kChat, R"({)" MSG R"(,"response_format":{"type":"json_schema","json_schema":{}}})",
+     "response_format.json_schema.schema", "response_format.json_schema.schema is required"},
     {kChat, R"({)" MSG R"(,"response_format":{"type":"yaml"}})", "response_format.type", "got 'yaml'"},
     {kChat, R"({)" MSG R"(,"response_format":{}})", "response_format.type", "response_format.type is required"},
-    {kChat, R"({)" MSG R"(,"logit_bias":{"50256":-100}})", "logit_bias", "logit_bias is not supported yet"},
-    {kChat, R"({)" MSG R"(,"continue_final_message":true})", "continue_final_message", "is not supported yet"},
+    {kChat, R"({)" MSG R"(,"response_format":{"type":"json_object"},"guided_regex":"a+"})", "guided_regex",
+     "only one structured-output constraint may be given per request, got response_format and guided_regex"},
+    {kChat, R"({)" MSG R"(,"logit_bias":{"50256":-101}})", "logit_bias", "between -100 and 100, got -101"},
+    // continue_final_message: the last message is the assistant's text, and no new turn opens.
+    {kChat, R"({)" MSG R"(,"continue_final_message":true})", "continue_final_message",
+     "which must be the assistant's; messages[0] has role 'user'"},
+    {kChat, R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"The"}],)"
+            R"("continue_final_message":true,"add_generation_prompt":true})",
+     "continue_final_message", "continue_final_message and add_generation_prompt cannot both be true"},
+    {kChat, R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":)"
+            R"([{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}],)"
+            R"("continue_final_message":true})",
+     "continue_final_message", "messages[1] has tool_calls, which cannot be continued"},
+    {kChat, R"({)" MSG R"(,"continue_final_message":1})", "continue_final_message", "must be a boolean"},
     // Model, tools, template.
     {kChat, R"({)" MSG R"(,"model":3})", "model", "model must be a string, got integer"},
     {kChat, R"({)" MSG R"(,"tools":{}})", "tools", "tools must be a list, got object"},
@@ -127,12 +140,16 @@ const BadBody kBadBodies[] = {
     {kCompletions, R"({"model":"m"})", "prompt", "prompt is required"},
     {kCompletions, R"({"prompt":""})", "prompt", "prompt must not be empty"},
     {kCompletions, R"({"prompt":[]})", "prompt", "prompt must not be empty"},
-    {kCompletions, R"({"prompt":[[]]})", "prompt", "prompt must not be empty"},
-    {kCompletions, R"({"prompt":[""]})", "prompt", "prompt must not be empty"},
-    {kCompletions, R"({"prompt":7})", "prompt", "must be a string, a list of token ids, or a list of one of those"},
-    {kCompletions, R"({"prompt":["a",1]})", "prompt", "a list of one of those"},
-    {kCompletions, R"({"prompt":["a","b"]})", "prompt", "batched prompts are not supported yet"},
-    {kCompletions, R"({"prompt":[[1],[2]]})", "prompt", "batched prompts are not supported yet"},
+    {kCompletions, R"({"prompt":[[]]})", "prompt.[0]", "prompt[0] must not be empty"},
+    {kCompletions, R"({"prompt":[""]})", "prompt.[0]", "prompt[0] must not be empty"},
+    {kCompletions, R"({"prompt":["a",""]})", "prompt.[1]", "prompt[1] must not be empty"},
+    {kCompletions, R"({"prompt":[[1],[]]})", "prompt.[1]", "prompt[1] must not be empty"},
+    {kCompletions, R"({"prompt":7})", "prompt", "must be a string, a list of token ids, or a list of either"},
+    {kCompletions, R"({"prompt":["a",1]})", "prompt", "a list of either (a batch of prompts)"},
+    {kCompletions, R"({"prompt":[[1],"b"]})", "prompt", "a list of either (a batch of prompts)"},
+    {kCompletions, R"({"prompt":[[1],[2,-1]]})", "prompt.[1].[1]", "prompt[1][1] must be a token id"},
+    {kCompletions, R"({"prompt":["a","b","c","d","e","f","g","h","i"],"n":128})", "prompt",
+     "this request asks for 1152 choices (9 prompts, n = 128), more than the 1024 one request may ask for"},
     {kCompletions, R"({"prompt":[1,-2]})", "prompt.[1]", "prompt[1] must be a token id (an integer from 0), got -2"},
     {kCompletions, R"({"prompt":[[1,2.5]]})", "prompt.[0].[1]", "got 2.5"},
 };
@@ -240,16 +257,45 @@ TEST(OpenAIRequest, DefaultsFollowOpenAIAndVllm) {
 }
 
 TEST(OpenAIRequest, CompletionPromptShapes) {
-  auto prompt_of = [](const char* body) { return parse_completion_request(parse_json_body(body)).prompt; };
   using Ids = std::vector<int32_t>;
-  EXPECT_EQ(std::get<std::string>(prompt_of(R"({"prompt":"hello"})")), "hello");
-  EXPECT_EQ(std::get<std::string>(prompt_of(R"({"prompt":["hello"]})")), "hello");
-  EXPECT_EQ(std::get<Ids>(prompt_of(R"({"prompt":[1,2,3]})")), (Ids{1, 2, 3}));
-  EXPECT_EQ(std::get<Ids>(prompt_of(R"({"prompt":[[4,5]]})")), (Ids{4, 5}));
+  using Prompt = std::variant<std::string, Ids>;
+  auto prompts_of = [](const char* body) { return parse_completion_request(parse_json_body(body)).prompts; };
+  EXPECT_EQ(prompts_of(R"({"prompt":"hello"})"), (std::vector<Prompt>{"hello"}));
+  EXPECT_EQ(prompts_of(R"({"prompt":["hello"]})"), (std::vector<Prompt>{"hello"}));
+  EXPECT_EQ(prompts_of(R"({"prompt":[1,2,3]})"), (std::vector<Prompt>{Ids{1, 2, 3}}));
+  EXPECT_EQ(prompts_of(R"({"prompt":[[4,5]]})"), (std::vector<Prompt>{Ids{4, 5}}));
+  // Batches, in their order.
+  EXPECT_EQ(prompts_of(R"({"prompt":["a","b c"]})"), (std::vector<Prompt>{"a", "b c"}));
+  EXPECT_EQ(prompts_of(R"({"prompt":[[1],[2,3]]})"), (std::vector<Prompt>{Ids{1}, Ids{2, 3}}));
+  CompletionRequest batch = parse_completion_request(parse_json_body(R"({"prompt":["a","b"],"n":128})"));
+  EXPECT_EQ(batch.params.n, 128);
   CompletionRequest request =
       parse_completion_request(parse_json_body(R"({"prompt":"a","logprobs":5,"add_special_tokens":false})"));
   EXPECT_EQ(request.params.logprobs, 5);
   EXPECT_FALSE(request.add_special_tokens);
+}
+
+TEST(OpenAIRequest, ChoicesAndContinuingTheFinalMessage) {
+  ChatCompletionRequest four = parse_chat_request(
+      parse_json_body(R"({"messages":[{"role":"user","content":"x"}],"n":4,"best_of":4})"));
+  EXPECT_EQ(four.params.n, 4);
+  EXPECT_EQ(parse_chat_request(parse_json_body(R"({"messages":[{"role":"user","content":"x"}]})")).params.n, 1);
+
+  // continue_final_message alone turns the generation prompt off; an explicit false is fine too.
+  const std::string partial =
+      R"({"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"The"}],)";
+  ChatCompletionRequest continued =
+      parse_chat_request(parse_json_body(partial + R"("continue_final_message":true})"));
+  EXPECT_TRUE(continued.continue_final_message);
+  EXPECT_FALSE(continued.add_generation_prompt);
+  ChatCompletionRequest explicit_false = parse_chat_request(
+      parse_json_body(partial + R"("continue_final_message":true,"add_generation_prompt":false})"));
+  EXPECT_TRUE(explicit_false.continue_final_message);
+  EXPECT_FALSE(explicit_false.add_generation_prompt);
+  // Without it, an assistant message last is an ordinary conversation.
+  ChatCompletionRequest plain = parse_chat_request(parse_json_body(partial + R"("stream":false})"));
+  EXPECT_FALSE(plain.continue_final_message);
+  EXPECT_TRUE(plain.add_generation_prompt);
 }
 
 TEST(OpenAIRequest, ContextLimitsAreCheckedOnceThePromptIsKnown) {

@@ -61,27 +61,23 @@ void Generation::add(const runtime::StreamOutput& output) {
   usage = usage_of(output);
 }
 
-namespace {
-
-Json response_envelope(const ResponseMeta& meta, std::string_view object, Json choice, const Usage& usage) {
+Json response_envelope(const ResponseMeta& meta, std::string_view object, Json::Array choices, const Usage& usage) {
   Json response = Json::object();
   response["id"] = meta.id;
   response["object"] = object;
   response["created"] = meta.created;
   response["model"] = meta.model;
-  response["choices"] = Json(Json::Array{std::move(choice)});
+  response["choices"] = Json(std::move(choices));
   response["usage"] = usage_json(usage);
   return response;
 }
-
-}  // namespace
 
 Json chat_finish_reason_json(runtime::FinishReason reason, bool made_calls) {
   if (made_calls && reason == runtime::FinishReason::kStop) return "tool_calls";
   return finish_reason_json(reason);
 }
 
-Json chat_completion_response(const ResponseMeta& meta, const Generation& generation, const OutputFormat& format) {
+Json chat_answer_choice(int64_t index, const Generation& generation, const OutputFormat& format) {
   std::optional<std::string> content = generation.text;
   Json reasoning;
   if (format.reasoning) {
@@ -103,22 +99,31 @@ Json chat_completion_response(const ResponseMeta& meta, const Generation& genera
   bool made_calls = tool_calls.size() > 0;
   if (made_calls) message["tool_calls"] = std::move(tool_calls);
   Json choice = Json::object();
-  choice["index"] = 0;
+  choice["index"] = index;
   choice["message"] = std::move(message);
   choice["logprobs"] = format.logprobs ? chat_logprobs(generation.logprobs, format.token_text) : Json();
   choice["finish_reason"] = chat_finish_reason_json(generation.finish_reason, made_calls);
-  return response_envelope(meta, "chat.completion", std::move(choice), generation.usage);
+  return choice;
 }
 
-Json completion_response(const ResponseMeta& meta, const Generation& generation, const OutputFormat& format) {
+Json completion_answer_choice(int64_t index, const Generation& generation, const OutputFormat& format) {
   Json choice = Json::object();
-  choice["index"] = 0;
+  choice["index"] = index;
   choice["text"] = generation.text;
   int64_t text_offset = 0;
   choice["logprobs"] =
       format.logprobs ? completion_logprobs(generation.logprobs, format.token_text, text_offset) : Json();
   choice["finish_reason"] = finish_reason_json(generation.finish_reason);
-  return response_envelope(meta, "text_completion", std::move(choice), generation.usage);
+  return choice;
+}
+
+Json chat_completion_response(const ResponseMeta& meta, const Generation& generation, const OutputFormat& format) {
+  return response_envelope(meta, "chat.completion", {chat_answer_choice(0, generation, format)}, generation.usage);
+}
+
+Json completion_response(const ResponseMeta& meta, const Generation& generation, const OutputFormat& format) {
+  return response_envelope(meta, "text_completion", {completion_answer_choice(0, generation, format)},
+                           generation.usage);
 }
 
 }  // namespace dsinfer::server

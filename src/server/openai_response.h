@@ -67,6 +67,15 @@ struct OutputFormat {
 // answer stays "length", so that the client knows its last call may be missing.
 Json chat_finish_reason_json(runtime::FinishReason reason, bool made_calls);
 
+// One choice of a whole answer, at `index` (several with n > 1 or batched prompts; see
+// choice_fanout.h): {"index", "message", "logprobs", "finish_reason"} for chat, {"index", "text",
+// "logprobs", "finish_reason"} for completions.
+Json chat_answer_choice(int64_t index, const Generation& generation, const OutputFormat& format);
+Json completion_answer_choice(int64_t index, const Generation& generation, const OutputFormat& format);
+// The whole answer around its choices: object "chat.completion" or "text_completion".
+Json response_envelope(const ResponseMeta& meta, std::string_view object, Json::Array choices, const Usage& usage);
+
+// A whole answer of one choice.
 Json chat_completion_response(const ResponseMeta& meta, const Generation& generation, const OutputFormat& format);
 Json completion_response(const ResponseMeta& meta, const Generation& generation, const OutputFormat& format);
 

@@ -6,7 +6,11 @@
 
 #include "core/log.h"
 #include "model/kv_cache.h"
+#include "server/chat_prompt.h"
+#include "server/choice_fanout.h"
+#include "server/constraint_compiler.h"
 #include "server/cors.h"
+#include "server/disconnect_relay.h"
 #include "server/in_flight_requests.h"
 #include "server/metrics_format.h"
 #include "server/openai_errors.h"
@@ -43,11 +47,6 @@ ProtocolError engine_unavailable(std::string_view why) {
 // While draining: the server takes nothing new.
 ProtocolError shutting_down() {
   return ProtocolError(503, "The server is shutting down and takes no new requests. Retry on another instance.");
-}
-
-// The end of a request that a drain cut short (see InFlightRequests).
-ProtocolError cut_short_by_shutdown() {
-  return ProtocolError(503, "The server shut down before this request finished. Retry on another instance.");
 }
 
 // Every request thread busy and the queue behind them full.
@@ -87,18 +86,6 @@ std::optional<std::string> percent_decoded(std::string_view text) {
 }
 
 using Admission = std::shared_ptr<InFlightRequests::Request>;
-
-// A request in flight: how its outputs become HTTP. Streams turn each output into SSE text;
-// non-streamed requests collect a Generation and answer once at the end.
-struct Exchange {
-  std::shared_ptr<HttpResponder> responder;
-  Admission admission;
-  bool stream = false;
-  std::function<std::string()> stream_head;                             // first SSE text, may be empty
-  std::function<std::string(const runtime::StreamOutput&)> stream_next;  // SSE text for an output
-  std::function<Json(const Generation&)> answer;                         // the whole response
-  std::string id;                                                        // the response's id, for the log
-};
 
 }  // namespace
 
@@ -148,7 +135,6 @@ struct OpenAIServer::Impl {
                         const Admission& admission);
   void completions(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder,
                    const Admission& admission);
-  void submit(std::vector<int32_t> prompt, runtime::RequestOptions request_options, Exchange exchange);
   void tokenize(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder, const Admission&);
   void detokenize(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder, const Admission&);
   void models(HttpResponder& responder);
@@ -167,6 +153,7 @@ struct OpenAIServer::Impl {
   ServedModel served;
   InFlightRequests requests;
   RequestWorkers workers{options.request_workers};
+  ConstraintCompiler constraints;  // issue 12: structured output, compiled on the request threads
 };
 
 const ServedModel& OpenAIServer::Impl::model() const {
@@ -236,10 +223,13 @@ void OpenAIServer::Impl::preflight(const HttpRequest& request, HttpResponder& re
 
 // Hands the request to a request thread. The request is copied (the transport's ends with the
 // handler call): one memcpy of the body on the loop, against the parse and tokenization it spares.
-void OpenAIServer::Impl::prepare(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder,
+void OpenAIServer::Impl::prepare(const HttpRequest& request, const std::shared_ptr<HttpResponder>& answering,
                                  Preparation preparation) {
   model();  // 503 before a model is attached, without queuing
   Admission admission = requests.admit();
+  // The request thread replaces the callback below once the request is in the engine; the relay
+  // keeps the two in that order (disconnect_relay.h).
+  std::shared_ptr<HttpResponder> responder = std::make_shared<DisconnectRelay>(answering);
   // Until the request reaches the engine, a client that leaves only spares the work.
   auto gone = std::make_shared<std::atomic<bool>>(false);
   responder->on_disconnect([gone] { gone->store(true); });
@@ -314,66 +304,6 @@ void OpenAIServer::Impl::route(const HttpRequest& request, const std::shared_ptr
   throw route_not_found(method, path);
 }
 
-void OpenAIServer::Impl::submit(std::vector<int32_t> prompt, runtime::RequestOptions request_options,
-                                Exchange exchange) {
-  runtime::Engine& engine = *served.engine;
-  auto responder = exchange.responder;
-  Admission admission = exchange.admission;
-  if (admission->cut_short()) throw cut_short_by_shutdown();  // prepared after the drain's deadline
-  // An abort the drain asked for (not the client's) ends the request with an error.
-  auto cut_short = [admission](const runtime::StreamOutput& output) {
-    return output.finished && output.finish_reason == runtime::FinishReason::kAbort && admission->cut_short();
-  };
-  runtime::StreamSink sink;
-  if (exchange.stream) {
-    // The stream's head goes out with the first output, from the engine's output thread like every
-    // chunk after it, so the two stay in order; and a request the engine refuses is still a plain 4xx.
-    sink = [responder, admission, cut_short, head = exchange.stream_head, next = exchange.stream_next,
-            started = false](const runtime::StreamOutput& output) mutable {
-      const bool cut = cut_short(output);
-      if (cut && !started) {
-        respond_error(*responder, cut_short_by_shutdown());
-        return admission->finish();
-      }
-      if (!started) {
-        started = true;
-        responder->start_stream(200, std::string(kSseContentType), {{"Cache-Control", "no-cache"}});
-        if (head) responder->send_chunk(head());
-      }
-      if (cut) {
-        runtime::StreamOutput last = output;  // ends with an error event and [DONE]
-        last.finish_reason = runtime::FinishReason::kError;
-        last.error = cut_short_by_shutdown().what();
-        responder->send_chunk(next(last));
-      } else {
-        responder->send_chunk(next(output));
-      }
-      if (!output.finished) return;
-      responder->finish_stream();
-      admission->finish();
-    };
-  } else {
-    auto generation = std::make_shared<Generation>();
-    sink = [responder, admission, cut_short, generation,
-            answer = exchange.answer](const runtime::StreamOutput& output) {
-      generation->add(output);
-      if (!output.finished) return;
-      if (generation->finish_reason == runtime::FinishReason::kError) {
-        respond_error(*responder, internal_error(generation->error));
-      } else if (cut_short(output)) {
-        respond_error(*responder, cut_short_by_shutdown());
-      } else if (generation->finish_reason != runtime::FinishReason::kAbort) {
-        respond_json(*responder, 200, answer(*generation));
-      }
-      admission->finish();
-    };
-  }
-  if (options.log_requests) sink = with_request_log(std::move(sink), exchange.id);
-  runtime::RequestId id = engine.submit(std::move(prompt), std::move(request_options), std::move(sink));
-  admission->running_as(engine, id);
-  responder->on_disconnect([&engine, id] { engine.abort(id); });
-}
-
 void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder,
                                           const Admission& admission) {
   const ServedModel& served_model = model();
@@ -385,22 +315,31 @@ void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std:
       tool_parsing(chat.tools, chat.tool_choice, options.tool_call_parser, options.enable_auto_tool_choice);
   if (served_model.chat_template == nullptr)
     throw invalid_request("this model has no chat template; use /v1/completions", "messages");
-  std::string text = served_model.chat_template->render(chat.template_messages(), chat.add_generation_prompt,
-                                                        chat.template_context());
+  std::string text = render_chat_prompt(*served_model.chat_template, chat);
   std::vector<int32_t> prompt = served_model.tokenizer->encode(text, /*add_special_tokens=*/false);
   runtime::RequestOptions request_options =
       chat.request_options(static_cast<int64_t>(prompt.size()), served_model.engine->max_model_len());
+  // Structured output, or a forced tool call; the grammar applies to the answer, after the reasoning.
+  if (std::optional<StructuredOutputRequest> constraint =
+          chat_constraint(chat.params.structured_output, chat.tools, chat.tool_choice, chat.tool_choice_function,
+                          options.tool_call_parser))
+    request_options.constraint =
+        constraints.compile(*constraint, *served_model.tokenizer, *served_model.engine, options.reasoning);
 
   ResponseMeta meta{new_response_id("chatcmpl-"), unix_time_now(), options.served_model_name};
   OutputFormat format{chat.params.logprobs >= 0, token_text(), options.reasoning, std::move(tools)};
-  auto stream = std::make_shared<ChatCompletionStream>(meta, format, chat.params.include_usage);
-  Exchange exchange{responder, admission, chat.params.stream, [stream] { return stream->begin(); },
-                    [stream](const runtime::StreamOutput& output) { return stream->next(output); },
-                    [meta, format](const Generation& generation) {
-                      return chat_completion_response(meta, generation, format);
-                    },
-                    meta.id};
-  submit(std::move(prompt), std::move(request_options), std::move(exchange));
+  FanOutRequest answer{meta, "chat.completion", "chat.completion.chunk", chat.params.stream,
+                       chat.params.include_usage, chat.params.n, {}, nullptr};
+  answer.prompts.push_back({std::move(prompt), std::move(request_options)});
+  answer.format = [meta, format, include_usage = chat.params.include_usage](size_t, int64_t index) {
+    auto stream = std::make_shared<ChatCompletionStream>(meta, format, include_usage, StreamChoice{index, false});
+    return ChoiceFormat{[stream] { return stream->begin(); },
+                        [stream](const runtime::StreamOutput& output) { return stream->next(output); },
+                        [format, index](const Generation& generation) {
+                          return chat_answer_choice(index, generation, format);
+                        }};
+  };
+  answer_choices(std::move(answer), *served_model.engine, responder, admission, options.log_requests);
 }
 
 void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder,
@@ -410,41 +349,47 @@ void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shar
   refuse_disaggregation_fields(body);
   CompletionRequest completion = parse_completion_request(body);
   check_model_name(completion.model);
-  std::vector<int32_t> prompt;
-  if (const auto* text = std::get_if<std::string>(&completion.prompt)) {
-    prompt = served_model.tokenizer->encode(*text, completion.add_special_tokens);
-  } else {
-    prompt = std::get<std::vector<int32_t>>(completion.prompt);
-  }
-  runtime::RequestOptions request_options =
-      completion.request_options(static_cast<int64_t>(prompt.size()), served_model.engine->max_model_len());
-
   ResponseMeta meta{new_response_id("cmpl-"), unix_time_now(), options.served_model_name};
-  OutputFormat format{completion.params.logprobs >= 0, token_text(), false, {}};
-  auto stream = std::make_shared<CompletionStream>(meta, format, completion.params.include_usage);
-  // echo: the prompt's text (as given, or its ids decoded) leads the answer, in the first chunk of a
-  // stream (as vLLM sends it).
-  std::string echoed;
-  if (completion.echo) {
-    const auto* text = std::get_if<std::string>(&completion.prompt);
-    echoed = text ? *text : served_model.tokenizer->decode(prompt);
+  FanOutRequest answer{meta, "text_completion", "text_completion", completion.params.stream,
+                       completion.params.include_usage, completion.params.n, {}, nullptr};
+  std::optional<runtime::OutputConstraint> constraint;  // compiled once for every prompt of a batch
+  if (completion.params.structured_output)
+    constraint = constraints.compile(*completion.params.structured_output, *served_model.tokenizer,
+                                     *served_model.engine, /*reasoning=*/false);
+  // echo: each prompt's text (as given, or its ids decoded) leads the text of its choices, in the
+  // first chunk of each streamed choice (as vLLM sends it).
+  std::vector<std::string> echoed;
+  for (const auto& given : completion.prompts) {
+    const auto* text = std::get_if<std::string>(&given);
+    std::vector<int32_t> prompt = text ? served_model.tokenizer->encode(*text, completion.add_special_tokens)
+                                       : std::get<std::vector<int32_t>>(given);
+    runtime::RequestOptions request_options =
+        completion.request_options(static_cast<int64_t>(prompt.size()), served_model.engine->max_model_len());
+    request_options.constraint = constraint;
+    if (completion.echo) echoed.push_back(text ? *text : served_model.tokenizer->decode(prompt));
+    answer.prompts.push_back({std::move(prompt), std::move(request_options)});
   }
-  auto pending_echo = std::make_shared<std::string>(echoed);
-  Exchange exchange{responder, admission, completion.params.stream, nullptr,
-                    [stream, pending_echo](const runtime::StreamOutput& output) {
-                      if (pending_echo->empty()) return stream->next(output);
-                      runtime::StreamOutput first = output;
-                      first.text = std::exchange(*pending_echo, std::string()) + first.text;
-                      return stream->next(first);
-                    },
-                    [meta, format, echoed](const Generation& generation) {
-                      if (echoed.empty()) return completion_response(meta, generation, format);
-                      Generation with_prompt = generation;
-                      with_prompt.text = echoed + with_prompt.text;
-                      return completion_response(meta, with_prompt, format);
-                    },
-                    meta.id};
-  submit(std::move(prompt), std::move(request_options), std::move(exchange));
+  OutputFormat format{completion.params.logprobs >= 0, token_text(), false, {}};
+  answer.format = [meta, format, include_usage = completion.params.include_usage,
+                   echoed = std::move(echoed)](size_t prompt_index, int64_t index) {
+    auto stream = std::make_shared<CompletionStream>(meta, format, include_usage, StreamChoice{index, false});
+    std::string echo = echoed.empty() ? std::string() : echoed[prompt_index];
+    auto pending_echo = std::make_shared<std::string>(echo);
+    return ChoiceFormat{nullptr,
+                        [stream, pending_echo](const runtime::StreamOutput& output) {
+                          if (pending_echo->empty()) return stream->next(output);
+                          runtime::StreamOutput first = output;
+                          first.text = std::exchange(*pending_echo, std::string()) + first.text;
+                          return stream->next(first);
+                        },
+                        [format, index, echo](const Generation& generation) {
+                          if (echo.empty()) return completion_answer_choice(index, generation, format);
+                          Generation with_prompt = generation;
+                          with_prompt.text = echo + with_prompt.text;
+                          return completion_answer_choice(index, with_prompt, format);
+                        }};
+  };
+  answer_choices(std::move(answer), *served_model.engine, responder, admission, options.log_requests);
 }
 
 void OpenAIServer::Impl::tokenize(const HttpRequest& request, const std::shared_ptr<HttpResponder>& responder,
@@ -459,9 +404,7 @@ void OpenAIServer::Impl::tokenize(const HttpRequest& request, const std::shared_
   if (body.contains("messages")) {
     ChatCompletionRequest chat = parse_chat_request(body);
     if (served_model.chat_template == nullptr) throw invalid_request("this model has no chat template", "messages");
-    std::string text = served_model.chat_template->render(chat.template_messages(), chat.add_generation_prompt,
-                                                          chat.template_context());
-    tokens = served_model.tokenizer->encode(text, false);
+    tokens = served_model.tokenizer->encode(render_chat_prompt(*served_model.chat_template, chat), false);
   } else {
     const Json* prompt = body.find("prompt");
     if (prompt == nullptr || !prompt->is_string()) throw invalid_request("'prompt' must be a string", "prompt");

@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "server/openai_errors.h"
 
 namespace dsinfer::server {
@@ -27,35 +28,41 @@ std::string ChunkEnvelope::chunk(Json choice) const {
   return sse_event(chunk_json(Json(Json::Array{std::move(choice)})));
 }
 
-std::string ChunkEnvelope::end(const runtime::StreamOutput& last, Json finish_choice) const {
+std::string ChunkEnvelope::finish(const runtime::StreamOutput& last, Json finish_choice) const {
+  if (last.finish_reason == runtime::FinishReason::kError)
+    return str_cat("data: ", error_body(500, last.error), "\n\n");
+  return chunk(std::move(finish_choice));
+}
+
+std::string ChunkEnvelope::close(const std::optional<Usage>& usage) const {
   std::string events;
-  if (last.finish_reason == runtime::FinishReason::kError) {
-    events.append("data: ").append(error_body(500, last.error)).append("\n\n");
-  } else {
-    events = chunk(std::move(finish_choice));
-    if (include_usage_) {
-      Json usage_chunk = chunk_json(Json::array());
-      usage_chunk["usage"] = usage_json(usage_of(last));
-      events += sse_event(usage_chunk);
-    }
+  if (include_usage_ && usage) {
+    Json usage_chunk = chunk_json(Json::array());
+    usage_chunk["usage"] = usage_json(*usage);
+    events = sse_event(usage_chunk);
   }
   return events.append(kSseDone);
 }
 
+std::string ChunkEnvelope::end(const runtime::StreamOutput& last, Json finish_choice) const {
+  const bool failed = last.finish_reason == runtime::FinishReason::kError;
+  return finish(last, std::move(finish_choice)) + close(failed ? std::nullopt : std::optional(usage_of(last)));
+}
+
 namespace {
 
-Json chat_choice(Json delta, Json logprobs, Json finish_reason) {
+Json chat_choice(int64_t index, Json delta, Json logprobs, Json finish_reason) {
   Json choice = Json::object();
-  choice["index"] = 0;
+  choice["index"] = index;
   choice["delta"] = std::move(delta);
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = std::move(finish_reason);
   return choice;
 }
 
-Json completion_choice(std::string text, Json logprobs, Json finish_reason) {
+Json completion_choice(int64_t index, std::string text, Json logprobs, Json finish_reason) {
   Json choice = Json::object();
-  choice["index"] = 0;
+  choice["index"] = index;
   choice["text"] = std::move(text);
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = std::move(finish_reason);
@@ -80,10 +87,18 @@ Json tool_call_delta(const ToolCallDelta& call, bool announce) {
   return delta;
 }
 
+// The end of a choice: its finish (or error) and, when it ends the stream, the stream's end.
+std::string choice_end(const ChunkEnvelope& envelope, StreamChoice choice, const runtime::StreamOutput& last,
+                       Json finish_choice) {
+  if (choice.ends_stream) return envelope.end(last, std::move(finish_choice));
+  return envelope.finish(last, std::move(finish_choice));
+}
+
 }  // namespace
 
-ChatCompletionStream::ChatCompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage)
-    : envelope_(std::move(meta), "chat.completion.chunk", include_usage), format_(std::move(format)) {
+ChatCompletionStream::ChatCompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage,
+                                           StreamChoice choice)
+    : envelope_(std::move(meta), "chat.completion.chunk", include_usage), choice_(choice), format_(std::move(format)) {
   if (format_.reasoning) reasoning_.emplace();
   if (format_.tools.enabled()) tool_calls_.emplace(format_.tools.parser, format_.tools.offered);
 }
@@ -94,7 +109,7 @@ std::string ChatCompletionStream::begin() {
   Json delta = Json::object();
   delta["role"] = "assistant";
   delta["content"] = "";
-  return envelope_.chunk(chat_choice(std::move(delta), Json(), Json()));
+  return envelope_.chunk(chat_choice(choice_.index, std::move(delta), Json(), Json()));
 }
 
 std::string ChatCompletionStream::next(const runtime::StreamOutput& output) {
@@ -127,19 +142,20 @@ std::string ChatCompletionStream::next(const runtime::StreamOutput& output) {
   for (size_t i = 0; i < deltas.size(); ++i) {
     // The delivery's logprobs ride on its first chunk.
     Json logprobs = format_.logprobs && i == 0 ? chat_logprobs(output.logprobs, format_.token_text) : Json();
-    events += envelope_.chunk(chat_choice(std::move(deltas[i]), std::move(logprobs), Json()));
+    events += envelope_.chunk(chat_choice(choice_.index, std::move(deltas[i]), std::move(logprobs), Json()));
   }
   if (output.finished) {
     ended_ = true;
     bool made_calls = tool_calls_ && !tool_calls_->streamed().calls.empty();
-    events += envelope_.end(output, chat_choice(Json::object(), Json(),
-                                                chat_finish_reason_json(output.finish_reason, made_calls)));
+    events += choice_end(envelope_, choice_, output,
+                         chat_choice(choice_.index, Json::object(), Json(),
+                                     chat_finish_reason_json(output.finish_reason, made_calls)));
   }
   return events;
 }
 
-CompletionStream::CompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage)
-    : envelope_(std::move(meta), "text_completion", include_usage), format_(std::move(format)) {}
+CompletionStream::CompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage, StreamChoice choice)
+    : envelope_(std::move(meta), "text_completion", include_usage), choice_(choice), format_(std::move(format)) {}
 
 std::string CompletionStream::next(const runtime::StreamOutput& output) {
   if (ended_) return "";
@@ -148,11 +164,12 @@ std::string CompletionStream::next(const runtime::StreamOutput& output) {
   if (!output.text.empty() || has_logprobs) {
     Json logprobs =
         format_.logprobs ? completion_logprobs(output.logprobs, format_.token_text, text_offset_) : Json();
-    events += envelope_.chunk(completion_choice(output.text, std::move(logprobs), Json()));
+    events += envelope_.chunk(completion_choice(choice_.index, output.text, std::move(logprobs), Json()));
   }
   if (output.finished) {
     ended_ = true;
-    events += envelope_.end(output, completion_choice("", Json(), finish_reason_json(output.finish_reason)));
+    events += choice_end(envelope_, choice_, output,
+                         completion_choice(choice_.index, "", Json(), finish_reason_json(output.finish_reason)));
   }
   return events;
 }

@@ -18,6 +18,10 @@
 // Completions, object "text_completion": choices [{"index", "text", "logprobs", "finish_reason"}],
 // no role chunk, and a finish chunk with "text":"".
 // A request the engine fails ends with data: {"error": {...}} and data: [DONE], as in vLLM.
+//
+// With several choices (n > 1, batched prompts: choice_fanout.h) each choice's chunks carry its
+// index and interleave; each choice ends with its own finish chunk, and the usage chunk (counting
+// every choice) and [DONE] come once, after the last choice has ended.
 #pragma once
 
 #include <optional>
@@ -38,14 +42,27 @@ inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 // "data: <compact JSON>\n\n"
 std::string sse_event(const Json& data);
 
+// Where one choice's chunks sit in its stream: the choice's index, and whether the choice's end
+// also ends the stream (usage chunk and [DONE]), as for a stream of that one choice alone. The
+// server's streams are closed by choice_fanout.h instead, once their last choice has ended
+// (ChunkEnvelope::close), whether they hold one choice or several.
+struct StreamChoice {
+  int64_t index = 0;
+  bool ends_stream = true;
+};
+
 // What the chunks of one stream share: the envelope, and the end of the stream.
 class ChunkEnvelope {
  public:
   ChunkEnvelope(ResponseMeta meta, std::string_view object, bool include_usage);
   // A chunk holding one choice.
   std::string chunk(Json choice) const;
-  // After the last delivery: finish_choice, the usage chunk when asked for, and [DONE]; or, for
-  // a failed request, the error event and [DONE].
+  // After a choice's last delivery: finish_choice; or, for a failed request, the error event.
+  std::string finish(const runtime::StreamOutput& last, Json finish_choice) const;
+  // The stream's end: the usage chunk when asked for (and `usage` is given: not after an error),
+  // then [DONE].
+  std::string close(const std::optional<Usage>& usage) const;
+  // finish() then close() with the usage of `last`: the end of a stream of one choice.
   std::string end(const runtime::StreamOutput& last, Json finish_choice) const;
 
  private:
@@ -58,14 +75,16 @@ class ChunkEnvelope {
 
 class ChatCompletionStream {
  public:
-  ChatCompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage);
+  ChatCompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage, StreamChoice choice = {});
   // The role chunk, sent once the request is accepted; next() sends it first if begin() was not called.
   std::string begin();
-  // The events for one delivery of the engine; after the last one (finished), nothing more.
+  // The events for one delivery of the engine, ending with the choice's end (see StreamChoice) at
+  // the last one (finished); nothing more after it.
   std::string next(const runtime::StreamOutput& output);
 
  private:
   ChunkEnvelope envelope_;
+  StreamChoice choice_;
   OutputFormat format_;
   std::optional<ReasoningParser> reasoning_;
   std::optional<ToolCallParser> tool_calls_;
@@ -75,11 +94,12 @@ class ChatCompletionStream {
 
 class CompletionStream {
  public:
-  CompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage);
+  CompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage, StreamChoice choice = {});
   std::string next(const runtime::StreamOutput& output);  // as ChatCompletionStream::next
 
  private:
   ChunkEnvelope envelope_;
+  StreamChoice choice_;
   OutputFormat format_;
   int64_t text_offset_ = 0;  // of the next token, for the legacy logprobs' text_offset
   bool ended_ = false;

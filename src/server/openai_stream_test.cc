@@ -154,6 +154,37 @@ TEST(OpenAIStream, CompletionChunks) {
   EXPECT_EQ(events[4], "[DONE]");
 }
 
+TEST(OpenAIStream, OneOfSeveralChoicesCarriesItsIndexAndEndsOnlyItself) {
+  ChatCompletionStream chat(kMeta, OutputFormat{}, /*include_usage=*/true, StreamChoice{2, /*ends_stream=*/false});
+  std::vector<std::string> events = events_of(chat.next(last("Hi", FinishReason::kStop)));
+  ASSERT_EQ(events.size(), 3u);  // role, content, finish: no usage chunk, no [DONE]
+  for (const std::string& event : events)
+    EXPECT_EQ(Json::parse(event).find("choices")->at(0).find("index")->as_int(), 2);
+  EXPECT_EQ(Json::parse(events[2]).find("choices")->at(0).find("finish_reason")->as_string(), "stop");
+
+  CompletionStream completion({"cmpl-5", 9, "dsv3"}, OutputFormat{}, false, StreamChoice{1, false});
+  events = events_of(completion.next(last("ab", FinishReason::kLength)));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(Json::parse(events[1]).find("choices")->at(0).dump(),
+            R"({"index":1,"text":"","logprobs":null,"finish_reason":"length"})");
+  // A failed choice ends with the error event, and whoever runs the choices closes the stream.
+  StreamOutput failed = last("", FinishReason::kError);
+  failed.error = "boom";
+  CompletionStream failing({"cmpl-6", 9, "dsv3"}, OutputFormat{}, false, StreamChoice{3, false});
+  EXPECT_EQ(failing.next(failed),
+            "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n");
+
+  // The stream's end: the usage of every choice when asked for, then [DONE]; only [DONE] after an error.
+  ChunkEnvelope envelope(kMeta, "chat.completion.chunk", /*include_usage=*/true);
+  events = events_of(envelope.close(Usage{5, 7, 2}));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(Json::parse(events[0]).find("usage")->dump(),
+            R"({"prompt_tokens":5,"completion_tokens":7,"total_tokens":12,)"
+            R"("prompt_tokens_details":{"cached_tokens":2}})");
+  EXPECT_EQ(events[1], "[DONE]");
+  EXPECT_EQ(envelope.close(std::nullopt), "data: [DONE]\n\n");
+}
+
 TEST(OpenAIStream, EngineErrorEndsTheStreamWithAnErrorEvent) {
   CompletionStream stream({"cmpl-4", 9, "dsv3"}, OutputFormat{}, true);
   StreamOutput failed = last("", FinishReason::kError);

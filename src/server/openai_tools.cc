@@ -11,10 +11,6 @@
 namespace dsinfer::server {
 namespace {
 
-constexpr std::string_view kNeedsConstrainedDecoding =
-    "forcing a tool call needs constrained decoding, which comes with structured output (issue 12, item 2); "
-    "use tool_choice \"auto\" or \"none\"";
-
 std::string known_parsers() {
   std::vector<std::string> names;
   for (std::string_view name : tool_call_parser_names()) names.emplace_back(name);
@@ -55,26 +51,43 @@ ToolChoice parse_tool_choice(const RequestFields& body, const Json& tools) {
     const std::string& mode = choice->as_string();
     if (mode == "none") return ToolChoice::kNone;
     if (mode == "auto") return ToolChoice::kAuto;
-    if (mode == "required")
-      throw invalid_request(str_cat("tool_choice \"required\" is not supported yet: ", kNeedsConstrainedDecoding),
-                            "tool_choice");
+    if (mode == "required") {
+      if (tools.is_null()) throw invalid_request("tool_choice \"required\" needs tools", "tool_choice");
+      return ToolChoice::kRequired;
+    }
   } else if (choice->is_object()) {
-    RequestFields named(*choice, "tool_choice");
-    if (named.string("type").value_or("") != "function") named.fail("type", "must be 'function'");
-    const Json* function = named.object("function");
-    if (function == nullptr) named.fail("function", "is required");
-    std::optional<std::string> name = RequestFields(*function, "tool_choice.function").string("name");
-    if (!name) fail_field("tool_choice.function.name", "is required");
-    throw invalid_request(str_cat("tool_choice naming a function ('", *name, "') is not supported yet: ",
-                                  kNeedsConstrainedDecoding),
-                          "tool_choice");
+    const std::string name = tool_choice_function(body);
+    bool offered = false;
+    if (!tools.is_null())
+      for (const Json& tool : tools.as_array()) offered |= tool.find("function")->find("name")->as_string() == name;
+    if (!offered)
+      throw invalid_request(str_cat("tool_choice names the function '", name, "', which is not among the tools"),
+                            "tool_choice");
+    return ToolChoice::kNamed;
   }
   body.fail("tool_choice", str_cat("must be 'none', 'auto', 'required' or a named function, got ", choice->dump()));
 }
 
+std::string tool_choice_function(const RequestFields& body) {
+  const Json* choice = body.get("tool_choice");
+  if (choice == nullptr || !choice->is_object()) return "";
+  RequestFields named(*choice, "tool_choice");
+  if (named.string("type").value_or("") != "function") named.fail("type", "must be 'function'");
+  const Json* function = named.object("function");
+  if (function == nullptr) named.fail("function", "is required");
+  std::optional<std::string> name = RequestFields(*function, "tool_choice.function").string("name");
+  if (!name) fail_field("tool_choice.function.name", "is required");
+  return *name;
+}
+
 ToolParsing tool_parsing(const Json& tools, ToolChoice choice, const std::string& parser, bool auto_enabled) {
   if (choice == ToolChoice::kNone || tools.is_null()) return {};
-  if (!auto_enabled || parser.empty())
+  if ((choice == ToolChoice::kRequired || choice == ToolChoice::kNamed) && parser.empty())
+    throw invalid_request(str_cat("tool_choice \"required\" or a named function needs the server to be started with "
+                                  "--tool-call-parser (",
+                                  known_parsers(), "): the call is forced in that parser's format"),
+                          "tool_choice");
+  if (choice == ToolChoice::kAuto && (!auto_enabled || parser.empty()))
     throw invalid_request(str_cat("tool_choice \"auto\" (the default when tools are given) needs the server to be "
                                   "started with --enable-auto-tool-choice and --tool-call-parser (",
                                   known_parsers(), "); or send tool_choice \"none\""),

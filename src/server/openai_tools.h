@@ -11,8 +11,12 @@
 //   "none"  the tools are still rendered; the output is plain text, never parsed for calls.
 //   "auto"  (the default when tools are given) the output goes through --tool-call-parser; a
 //           server started without --enable-auto-tool-choice and --tool-call-parser answers 400.
-//   "required", {"type": "function", "function": {"name"}}: 400. Forcing a call needs
-//           constrained decoding (issue 12, item 2); answering with plain text would ignore it.
+//   "required", {"type": "function", "function": {"name"}}: the answer is tool calls (one or more
+//           of the offered functions; exactly one call of the named one), forced by constrained
+//           decoding in the --tool-call-parser's own format with each function's parameters as a
+//           JSON schema (openai_structured.h, forced_tool_call), and read back by that parser. A
+//           server without --tool-call-parser answers 400 (it knows no format to force);
+//           --enable-auto-tool-choice is not needed, as in vLLM.
 #pragma once
 
 #include <string>
@@ -24,12 +28,15 @@
 
 namespace dsinfer::server {
 
-enum class ToolChoice { kNone, kAuto };
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 
 // body["tools"]: null when absent or empty, else the list as sent, its outline checked.
 Json parse_tools(const RequestFields& body);
-// body["tool_choice"]; "auto" when absent and tools were given, else "none".
+// body["tool_choice"]; "auto" when absent and tools were given, else "none". "required" and a named
+// function need tools, and the name must be one of them (400 otherwise).
 ToolChoice parse_tool_choice(const RequestFields& body, const Json& tools);
+// The function a named tool_choice names; empty for the other choices.
+std::string tool_choice_function(const RequestFields& body);
 
 // How one answer is searched for calls.
 struct ToolParsing {
@@ -40,7 +47,8 @@ struct ToolParsing {
 };
 
 // The parsing a request gets on this server (`parser` and `auto_enabled` are its flags). Throws
-// the 400 when the request wants "auto" and the server was not started for it.
+// the 400 when the request wants "auto" and the server was not started for it, or forces a call on
+// a server without a parser.
 ToolParsing tool_parsing(const Json& tools, ToolChoice choice, const std::string& parser, bool auto_enabled);
 
 // Throws dsinfer::Error when the server's flags do not go together or name no known parser.

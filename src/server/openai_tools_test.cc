@@ -60,12 +60,9 @@ TEST(OpenAITools, RefusesMalformedToolsAndForcedCallsNamingTheField) {
       {R"({)" MSG R"(,"tools":[{"type":"function","function":{"name":"f","strict":true}}]})",
        "tools.[0].function.strict", "strict = true is not supported yet: arguments that always match the schema need "
                                     "constrained decoding, which comes with structured output (issue 12, item 2)"},
-      {R"({)" MSG R"(,"tools":[)" WEATHER R"(],"tool_choice":"required"})", "tool_choice",
-       "tool_choice \"required\" is not supported yet: forcing a tool call needs constrained decoding, which comes "
-       "with structured output (issue 12, item 2)"},
-      {R"({)" MSG R"(,"tools":[)" WEATHER R"(],"tool_choice":{"type":"function","function":{"name":"get_weather"}}})",
-       "tool_choice", "tool_choice naming a function ('get_weather') is not supported yet: forcing a tool call needs "
-                      "constrained decoding"},
+      {R"({)" MSG R"(,"tool_choice":"required"})", "tool_choice", "tool_choice \"required\" needs tools"},
+      {R"({)" MSG R"(,"tools":[)" WEATHER R"(],"tool_choice":{"type":"function","function":{"name":"get_time"}}})",
+       "tool_choice", "tool_choice names the function 'get_time', which is not among the tools"},
       {R"({)" MSG R"(,"tools":[)" WEATHER R"(],"tool_choice":{"type":"function"}})", "tool_choice.function",
        "tool_choice.function is required"},
       {R"({)" MSG R"(,"tools":[)" WEATHER R"(],"tool_choice":{"type":"function","function":{}}})",
@@ -129,6 +126,22 @@ TEST(OpenAITools, AutoNeedsTheServerFlags) {
   ToolParsing parsing = tool_parsing(tools, ToolChoice::kAuto, "deepseek_v3", true);
   EXPECT_EQ(parsing.parser, "deepseek_v3");
   EXPECT_EQ(parsing.offered, std::vector<std::string>{"get_weather"});
+}
+
+TEST(OpenAITools, RequiredAndNamedChoicesForceACallWithTheParserAlone) {
+  ChatCompletionRequest required =
+      parse_chat_request(parse_json_body(R"({)" MSG R"(,"tools":[)" WEATHER R"(],"tool_choice":"required"})"));
+  EXPECT_EQ(required.tool_choice, ToolChoice::kRequired);
+  EXPECT_EQ(required.tool_choice_function, "");
+  EXPECT_FALSE(required.params.skip_special_tokens);
+  ChatCompletionRequest named = parse_chat_request(parse_json_body(
+      R"({)" MSG R"(,"tools":[)" WEATHER R"(],"tool_choice":{"type":"function","function":{"name":"get_weather"}}})"));
+  EXPECT_EQ(named.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(named.tool_choice_function, "get_weather");
+  // The call is forced in the parser's format: a parser is needed, --enable-auto-tool-choice is not.
+  Json tools = Json::parse(std::string("[") + WEATHER + "]");
+  EXPECT_THROW(tool_parsing(tools, ToolChoice::kRequired, "", true), ProtocolError);
+  EXPECT_EQ(tool_parsing(tools, ToolChoice::kNamed, "deepseek_v3", false).parser, "deepseek_v3");
 }
 
 TEST(OpenAITools, ServerFlagsAreCheckedTogether) {

@@ -304,7 +304,7 @@ TEST(Server, BadInputGetsOpenAIErrorsAndTheServerSurvives) {
        "temperature"},
       {"messages missing", "POST", "/v1/chat/completions", "{\"model\": \"tiny\"}", 400, "messages"},
       {"prompt too long", "POST", "/v1/completions", too_long, 400, "prompt"},
-      {"n > 1", "POST", "/v1/completions", completion_body({5, 6}, 4, false, R"(, "n": 2)"), 400, "n"},
+      {"n above the limit", "POST", "/v1/completions", completion_body({5, 6}, 4, false, R"(, "n": 129)"), 400, "n"},
       {"unknown model", "POST", "/v1/completions", "{\"model\": \"gpt-9\", \"prompt\": \"hi\"}", 404, ""},
       {"token outside the vocabulary", "POST", "/v1/completions", completion_body({5, 99999}, 4, false), 400, "prompt"},
       {"body too large", "POST", "/v1/completions", std::string(2 << 20, ' '), 413, ""},

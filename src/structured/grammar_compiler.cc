@@ -131,9 +131,12 @@ CompiledGrammarPtr GrammarCompiler::build(const GrammarSpec& spec) const {
       case GrammarKind::kEbnf:
         compiled = compiler.CompileGrammar(spec.text, "root");
         break;
-      case GrammarKind::kStructuralTag:
-        compiled = compiler.CompileStructuralTag(structural_tag_for_xgrammar(spec.text));
+      case GrammarKind::kStructuralTag: {
+        std::string tag = structural_tag_for_xgrammar(spec.text);
+        if (max_whitespace) tag = bound_json_whitespace(tag, *max_whitespace);
+        compiled = compiler.CompileStructuralTag(tag);
         break;
+      }
     }
     DSINFER_CHECK(compiled, "unknown grammar kind");
     auto impl = std::make_unique<const CompiledGrammar::Impl>(CompiledGrammar::Impl{std::move(*compiled), backend_->never_allowed});

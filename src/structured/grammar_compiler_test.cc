@@ -162,5 +162,18 @@ TEST(StructuralTagTest, VllmsFormBecomesTriggeredTags) {
   EXPECT_THROW(structural_tag_for_xgrammar(R"({"type": "other", "format": {}})"), Error);
 }
 
+TEST(StructuralTagTest, JsonContentsGetTheWhitespaceBoundUnlessTheySetTheirOwn) {
+  Json bounded = Json::parse(bound_json_whitespace(
+      R"({"type": "structural_tag", "format": {"type": "sequence", "elements": [
+          {"type": "json_schema", "json_schema": {"type": "object"}},
+          {"type": "tag", "begin": "<a>", "content": {"type": "json_schema", "json_schema": {}, "max_whitespace_cnt": 2},
+           "end": "</a>"}]}})",
+      16));
+  const Json& elements = *bounded.find("format")->find("elements");
+  EXPECT_EQ(elements.at(0).find("max_whitespace_cnt")->as_int(), 16);
+  EXPECT_FALSE(elements.at(0).find("json_schema")->contains("max_whitespace_cnt"));  // the schema is left alone
+  EXPECT_EQ(elements.at(1).find("content")->find("max_whitespace_cnt")->as_int(), 2);
+}
+
 }  // namespace
 }  // namespace dsinfer::structured

@@ -14,7 +14,27 @@ const std::string& string_member(const Json& object, std::string_view key, std::
   return value->as_string();
 }
 
+void bound_whitespace(Json& node, int max_whitespace) {
+  if (node.is_array()) {
+    for (Json& item : node.as_array()) bound_whitespace(item, max_whitespace);
+    return;
+  }
+  if (!node.is_object()) return;
+  const Json* type = node.find("type");
+  if (type && type->is_string() && type->as_string() == "json_schema" && node.contains("json_schema")) {
+    if (!node.contains("max_whitespace_cnt")) node["max_whitespace_cnt"] = static_cast<int64_t>(max_whitespace);
+    return;  // the schema itself is not a format
+  }
+  for (auto& [key, value] : node.as_object()) bound_whitespace(value, max_whitespace);
+}
+
 }  // namespace
+
+std::string bound_json_whitespace(std::string_view xgrammar_json, int max_whitespace) {
+  Json tag = Json::parse(xgrammar_json);
+  bound_whitespace(tag, max_whitespace);
+  return tag.dump();
+}
 
 std::string structural_tag_for_xgrammar(std::string_view json) {
   Json tag;

@@ -19,4 +19,10 @@ namespace dsinfer::structured {
 // `json` is neither form (the caller prefixes what the text was).
 std::string structural_tag_for_xgrammar(std::string_view json);
 
+// The same tag (xgrammar's form) with `max_whitespace` as the "max_whitespace_cnt" of each JSON
+// schema content that does not set its own. xgrammar's tags always allow free whitespace inside
+// JSON; unbounded, a weak model can spend every token on blanks (the bound GrammarCompilerOptions
+// puts on the other JSON forms).
+std::string bound_json_whitespace(std::string_view xgrammar_json, int max_whitespace);
+
 }  // namespace dsinfer::structured

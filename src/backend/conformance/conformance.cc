@@ -1233,7 +1233,13 @@ std::vector<int32_t> fill_logit_row(float* row, int64_t V, uint64_t seed) {
   return head;
 }
 
-// Row b after SamplingRow's steps 2 and 3 (penalties, bans), in double.
+bool mask_allows(const SamplingBatch& batch, int b, int64_t V, int64_t token) {
+  if (batch.bitmask_row.empty() || batch.bitmask_row[b] < 0) return true;
+  const int32_t* mask = batch.bitmask.data() + batch.bitmask_row[b] * SamplingBatch::bitmask_words(V);
+  return (static_cast<uint32_t>(mask[token >> 5]) >> (token & 31)) & 1u;
+}
+
+// Row b after SamplingRow's steps 2 to 4 (penalties, logit_bias, bans and bitmask), in double.
 std::vector<double> penalized_row(const float* row, int64_t V, const SamplingBatch* batch, int b) {
   std::vector<double> out(row, row + V);
   if (batch == nullptr) return out;
@@ -1245,8 +1251,13 @@ std::vector<double> penalized_row(const float* row, int64_t V, const SamplingBat
     if (int32_t count = batch->history_output_counts[i]; count > 0)
       logit -= params.frequency_penalty * count + params.presence_penalty;
   }
+  if (!batch->bias_start.empty())
+    for (int32_t i = batch->bias_start[b]; i < batch->bias_start[b + 1]; ++i)
+      out[batch->bias_tokens[i]] += batch->bias_values[i];
   for (int32_t i = batch->banned_start[b]; i < batch->banned_start[b + 1]; ++i)
     out[batch->banned_tokens[i]] = -std::numeric_limits<double>::infinity();
+  for (int64_t token = 0; token < V; ++token)
+    if (!mask_allows(*batch, b, V, token)) out[token] = -std::numeric_limits<double>::infinity();
   return out;
 }
 
@@ -1367,6 +1378,96 @@ std::shared_ptr<SamplingData> make_sampling_data(int64_t B, int64_t V, bool gree
     }
   }
   return data;
+}
+
+// logit_bias and allowed-token bitmasks (structured output), B rows in four kinds: (0) greedy, a
+// bias of +3 on the head's 11th token (1.5 below the best) and -5 on the best: the argmax moves;
+// (1) greedy, a mask that allows three tail tokens only; (2) sampled (top-k 40), a random mask
+// allowing about half the vocabulary plus biases on head tokens; (3) sampled, neither (index -1).
+// Every other row asks for logprobs, which stay those of the raw logits. A backend that ignores the
+// bias or the mask gives other tokens in rows 0 and 1, and masked tokens in rows 1 and 2.
+std::shared_ptr<SamplingData> make_bias_mask_data(int64_t B, int64_t V, uint64_t seed) {
+  auto data = std::make_shared<SamplingData>();
+  data->logits = Tensor::empty(DType::kF32, {B, V});
+  data->penalized = true;
+  const int64_t words = SamplingBatch::bitmask_words(V);
+  constexpr int kTopLogprobs[] = {-1, 5, -1, 0, 20};
+  SamplingBatch& all = data->batch;
+  all.bias_start = {0};
+  all.bitmask_row.assign(B, -1);
+  for (int64_t b = 0; b < B; ++b) {
+    const int kind = static_cast<int>(b % 4);
+    SamplingRow row;
+    row.params = kind < 2 ? SamplingParams{} : SamplingParams{1.0f, 40, 1.0f, 0.0f};
+    row.uniform = uniform_at(seed, b);
+    row.top_logprobs = kTopLogprobs[b % std::size(kTopLogprobs)];
+    float* logits = data->logits.data<float>() + b * V;
+    for (int attempt = 0;; ++attempt) {
+      DSINFER_CHECK(attempt < 1000, "conformance: no bias/mask row with a greedy margin");
+      const uint64_t row_seed = hash_at(seed, static_cast<uint64_t>(b) * 1000 + attempt);
+      std::vector<int32_t> head = fill_logit_row(logits, V, row_seed);
+      SamplingBatch one;
+      one.rows = {row};
+      one.history_start = {0, 0};
+      one.banned_start = {0, 0};
+      one.bias_start = {0};
+      one.bitmask_row = {-1};
+      if (kind == 0) {
+        one.bias_tokens = {head[10], head[0]};
+        one.bias_values = {3.0f, -5.0f};
+      } else if (kind == 1) {
+        one.bitmask.assign(words, 0);
+        for (uint64_t i = 0, allowed = 0; allowed < 3; ++i) {
+          auto token = static_cast<int32_t>(hash_at(row_seed ^ 0x77u, i) % V);
+          if (std::find(head.begin(), head.end(), token) != head.end()) continue;
+          one.bitmask[token >> 5] |= static_cast<int32_t>(1u << (token & 31));
+          ++allowed;
+        }
+        one.bitmask_row = {0};
+      } else if (kind == 2) {
+        one.bitmask.resize(words);
+        for (int64_t w = 0; w < words; ++w) one.bitmask[w] = static_cast<int32_t>(hash_at(row_seed ^ 0x99u, w));
+        one.bitmask[head[4] >> 5] |= static_cast<int32_t>(1u << (head[4] & 31));  // a head token survives
+        one.bitmask_row = {0};
+        one.bias_tokens = {head[1], head[6], static_cast<int32_t>(hash_at(row_seed, 7) % V)};
+        if (one.bias_tokens[2] == head[1] || one.bias_tokens[2] == head[6]) one.bias_tokens.pop_back();
+        one.bias_values = {0.5f, 2.0f, 1.0f};
+        one.bias_values.resize(one.bias_tokens.size());
+      }
+      one.bias_start.push_back(static_cast<int32_t>(one.bias_tokens.size()));
+      if (is_greedy(row.params) && top_two_gap(penalized_row(logits, V, &one, 0)) < 1e-3) continue;
+      all.rows.push_back(row);
+      all.history_start.push_back(0);
+      all.banned_start.push_back(0);
+      all.bias_tokens.insert(all.bias_tokens.end(), one.bias_tokens.begin(), one.bias_tokens.end());
+      all.bias_values.insert(all.bias_values.end(), one.bias_values.begin(), one.bias_values.end());
+      all.bias_start.push_back(static_cast<int32_t>(all.bias_tokens.size()));
+      if (one.bitmask_row[0] >= 0) {
+        all.bitmask_row[b] = static_cast<int32_t>(static_cast<int64_t>(all.bitmask.size()) / words);
+        all.bitmask.insert(all.bitmask.end(), one.bitmask.begin(), one.bitmask.end());
+      }
+      break;
+    }
+  }
+  return data;
+}
+
+// Every row's token is one its bitmask allows (independently of the reference's tokens).
+CheckResult check_tokens_allowed(const SamplingData& data, const Tensor& candidate) {
+  CheckResult result{"tokens allowed by the bitmask", "violations", 0.0, 0.0, false, ""};
+  const int64_t B = data.logits.dim(0), V = data.logits.dim(1);
+  if (candidate.numel() != B) {
+    result.detail = str_cat(candidate.numel(), " tokens for ", B, " rows");
+    return result;
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t token = candidate.data<int32_t>()[b];
+    if (token >= 0 && token < V && mask_allows(data.batch, static_cast<int>(b), V, token)) continue;
+    if (result.detail.empty()) result.detail = str_cat("row ", b, ": token ", token, " is masked");
+    result.value += 1.0;
+  }
+  result.passed = result.value == 0.0;
+  return result;
 }
 
 // Greedy rows must give the reference's token; sampled rows a token their parameters allow.
@@ -1544,6 +1645,23 @@ void add_sampling_cases(std::vector<Case>& cases, const Dims& d) {
                                 return s;
                               }));
   }
+  cases.push_back(make_case("sample_tokens", str_cat("logit_bias and bitmasks, greedy and sampled, logprobs B=", B, " V=", V),
+                            [=](uint64_t seed) {
+                              auto data = make_bias_mask_data(B, V, seed);
+                              OpSpec s;
+                              s.args = {{"logits", ArgKind::kInPlace, data->logits, DType::kF32}};
+                              s.results = {"tokens", "logprob", "top ids", "top logprobs"};
+                              s.call = [data](Backend& b, std::vector<Tensor>& a) {
+                                return sampled_results(b.sample_tokens(a[0], data->batch));
+                              };
+                              s.compare = [data](const Outputs& reference, const Outputs& candidate) {
+                                std::vector<CheckResult> checks = compare_sampled(*data, reference, candidate);
+                                checks.push_back(check_tokens_allowed(*data, candidate.get("tokens")));
+                                return checks;
+                              };
+                              s.keep_alive = data;
+                              return s;
+                            }));
   cases.push_back(d.full() ? frequency_case(2048, 8192, 0.08) : frequency_case(512, 2048, 0.15));
   // The overlap scheduler's form: queued, then waited for; the tokens it leaves on the device for the
   // next step must be the ones it hands the host.

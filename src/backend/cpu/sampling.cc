@@ -56,7 +56,7 @@ int32_t sample_row(const float* row, int64_t V, const SamplingParams& params, fl
   return order[kept - 1];
 }
 
-// Step 2 and 3 of SamplingRow on one row, in place.
+// Steps 2 to 4 of SamplingRow on one row, in place.
 void apply_penalties(float* row, int64_t V, const SamplingBatch& batch, int b) {
   const SamplingRow& params = batch.rows[b];
   for (int32_t i = batch.history_start[b]; i < batch.history_start[b + 1]; ++i) {
@@ -69,9 +69,20 @@ void apply_penalties(float* row, int64_t V, const SamplingBatch& batch, int b) {
       // One fused multiply-add, spelled out so that every backend rounds it alike.
       logit -= std::fma(params.frequency_penalty, static_cast<float>(count), params.presence_penalty);
   }
+  if (!batch.bias_start.empty()) {
+    for (int32_t i = batch.bias_start[b]; i < batch.bias_start[b + 1]; ++i) {
+      int32_t token = batch.bias_tokens[i];
+      if (token >= 0 && token < V) row[token] += batch.bias_values[i];
+    }
+  }
   for (int32_t i = batch.banned_start[b]; i < batch.banned_start[b + 1]; ++i) {
     int32_t token = batch.banned_tokens[i];
     if (token >= 0 && token < V) row[token] = -INFINITY;
+  }
+  if (!batch.bitmask_row.empty() && batch.bitmask_row[b] >= 0) {
+    const int32_t* mask = batch.bitmask.data() + batch.bitmask_row[b] * SamplingBatch::bitmask_words(V);
+    for (int64_t token = 0; token < V; ++token)
+      if (!((static_cast<uint32_t>(mask[token >> 5]) >> (token & 31)) & 1u)) row[token] = -INFINITY;
   }
 }
 
@@ -100,7 +111,7 @@ void raw_logprobs(const float* row, int64_t V, int32_t token, int n, float* logp
 SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch) {
   expect_f32(logits, "sample_tokens", "logits", 2);
   int64_t B = logits.dim(0), V = logits.dim(1);
-  batch.check_rows(B);
+  batch.check_rows(B, V);
   SampledTokens out;
   out.tokens = Tensor::empty(DType::kI32, {B});
   int top_n = batch.max_top_logprobs();

@@ -1,4 +1,5 @@
-// The sampling kernel: penalties, banned tokens, greedy or filtered sampling, and raw logprobs.
+// The sampling kernel: penalties, logit_bias, banned tokens and allowed-token bitmasks, greedy or
+// filtered sampling, and raw logprobs.
 // logits [rows, vocab] f32 -> tokens [rows], logprobs [rows], top ids / logprobs [rows, top_n]
 // (contract and roofline in sampling.h). Launch: grid = rows, 1024 threads, sizeof(SharedStorage)
 // = 168,200 bytes of dynamic shared memory (opted into per launch), 64 registers.
@@ -606,6 +607,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int history_end = in.history_start != nullptr ? in.history_start[b + 1] : 0;
   const int banned_begin = in.banned_start != nullptr ? in.banned_start[b] : 0;
   const int banned_end = in.banned_start != nullptr ? in.banned_start[b + 1] : 0;
+  const int bias_begin = in.bias_start != nullptr ? in.bias_start[b] : 0;
+  const int bias_end = in.bias_start != nullptr ? in.bias_start[b + 1] : 0;
+  // This row's allowed-token bitmask ([(vocab + 31) / 32] words), or null.
+  const int mask_index = in.bitmask_row != nullptr ? in.bitmask_row[b] : -1;
+  const int32_t* mask = mask_index >= 0 ? in.bitmask + static_cast<int64_t>(mask_index) * ((vocab + 31) / 32) : nullptr;
   const bool want_logprobs = out.logprobs != nullptr && p.top_logprobs >= 0;
   int32_t* top_ids = out.top_ids + static_cast<int64_t>(b) * out.top_n;
   float* top_values = out.top_logprobs + static_cast<int64_t>(b) * out.top_n;
@@ -629,13 +635,22 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     saved = saved_raw + static_cast<int64_t>(b) * vocab;
-    for (int i = history_begin + tid; i < history_end; i += kThreads) {
-      const int token = in.history_tokens[i];
-      if (token >= 0 && token < vocab) saved[token] = row[token];
-    }
-    for (int i = banned_begin + tid; i < banned_end; i += kThreads) {
-      const int token = in.banned_tokens[i];
-      if (token >= 0 && token < vocab) saved[token] = row[token];
+    if (mask != nullptr) {
+      // The mask may overwrite any token: keep the whole raw row (one more pass, masked rows only).
+      for (int i = tid; i < vocab; i += kThreads) saved[i] = row[i];
+    } else {
+      for (int i = history_begin + tid; i < history_end; i += kThreads) {
+        const int token = in.history_tokens[i];
+        if (token >= 0 && token < vocab) saved[token] = row[token];
+      }
+      for (int i = banned_begin + tid; i < banned_end; i += kThreads) {
+        const int token = in.banned_tokens[i];
+        if (token >= 0 && token < vocab) saved[token] = row[token];
+      }
+      for (int i = bias_begin + tid; i < bias_end; i += kThreads) {
+        const int token = in.bias_tokens[i];
+        if (token >= 0 && token < vocab) saved[token] = row[token];
+      }
     }
   } else if (tid == 0) {
     if (out.logprobs != nullptr) out.logprobs[b] = NAN;
@@ -660,14 +675,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     row[token] = logit;
   }
   __syncthreads();
-  // 3. Banned tokens.
+  // 3. logit_bias (a row's bias tokens are distinct), one IEEE add as the CPU's +=.
+  for (int i = bias_begin + tid; i < bias_end; i += kThreads) {
+    const int token = in.bias_tokens[i];
+    if (token >= 0 && token < vocab) row[token] = __fadd_rn(row[token], in.bias_values[i]);
+  }
+  __syncthreads();
+  // 4. Banned tokens, then the tokens the row's bitmask leaves out. Thread i reads word i / 32: a
+  //    warp's 32 consecutive tokens share one word (a broadcast load) and write coalesced.
   for (int i = banned_begin + tid; i < banned_end; i += kThreads) {
     const int token = in.banned_tokens[i];
     if (token >= 0 && token < vocab) row[token] = -INFINITY;
   }
   __syncthreads();
+  if (mask != nullptr) {
+    for (int i = tid; i < vocab; i += kThreads) {
+      const uint32_t word = static_cast<uint32_t>(mask[i >> 5]);
+      if (!((word >> (i & 31)) & 1u)) row[i] = -INFINITY;
+    }
+    __syncthreads();
+  }
 
-  // 4. The first maximum: std::max_element's answer (NaN never wins, unless it is element 0).
+  // 5. The first maximum: std::max_element's answer (NaN never wins, unless it is element 0).
   u64 local_top = 0;
   for_each_value(row, vocab, vectorized, [&](int i, float v) {
     const u64 key = composite(i, v);
@@ -685,14 +714,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (tid == 0) out.tokens[b] = token;
 
-  // The chosen token's raw logprob: its raw value was saved if the penalties touched it.
+  // The chosen token's raw logprob: its raw value was saved if steps 2-4 touched it (a masked row
+  // saved all of them).
   if (want_logprobs) {
-    if (tid == 0) sh.flag = 0;
+    if (tid == 0) sh.flag = mask != nullptr ? 1 : 0;
     __syncthreads();
-    for (int i = history_begin + tid; i < history_end; i += kThreads)
-      if (in.history_tokens[i] == token) sh.flag = 1;
-    for (int i = banned_begin + tid; i < banned_end; i += kThreads)
-      if (in.banned_tokens[i] == token) sh.flag = 1;
+    if (mask == nullptr) {
+      for (int i = history_begin + tid; i < history_end; i += kThreads)
+        if (in.history_tokens[i] == token) sh.flag = 1;
+      for (int i = banned_begin + tid; i < banned_end; i += kThreads)
+        if (in.banned_tokens[i] == token) sh.flag = 1;
+      for (int i = bias_begin + tid; i < bias_end; i += kThreads)
+        if (in.bias_tokens[i] == token) sh.flag = 1;
+    }
     __syncthreads();
     if (tid == 0) out.logprobs[b] = (sh.flag ? saved[token] : row[token]) - log_normalizer;
   }
@@ -714,6 +748,10 @@ void sample_tokens(const SamplingInputs& inputs, const SamplingOutputs& outputs,
   if (inputs.rows == 0) return;
   DSINFER_CHECK(inputs.logits != nullptr && inputs.params != nullptr && outputs.tokens != nullptr,
                 "sample_tokens: logits, params and tokens must be device buffers");
+  DSINFER_CHECK(inputs.bias_start == nullptr || (inputs.bias_tokens != nullptr && inputs.bias_values != nullptr),
+                "sample_tokens: bias_start needs bias_tokens and bias_values");
+  DSINFER_CHECK(inputs.bitmask_row == nullptr || inputs.bitmask != nullptr,
+                "sample_tokens: bitmask_row needs the bitmask");
   DSINFER_CHECK(outputs.top_n == 0 || (outputs.logprobs != nullptr && outputs.top_ids != nullptr &&
                                        outputs.top_logprobs != nullptr),
                 "sample_tokens: top_n ", outputs.top_n, " needs the logprobs, top_ids and top_logprobs buffers");

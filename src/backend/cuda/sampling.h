@@ -6,8 +6,9 @@
 //      the top n raw ids (logit descending, ties to the lower id) with their log_softmax values;
 //   2. repetition penalty on the row's history tokens, then frequency and presence penalties on the
 //      history tokens with output count > 0 (the same float operations as the CPU build, FMA included);
-//   3. banned tokens -> -inf;
-//   4. greedy (not temperature > 0, or top_k == 1): the first maximum, bit-exact with the CPU on the
+//   3. logit_bias: each of the row's (token, bias) pairs added to its logit;
+//   4. banned tokens -> -inf, and for a row with an allowed-token bitmask every token outside it;
+//   5. greedy (not temperature > 0, or top_k == 1): the first maximum, bit-exact with the CPU on the
 //      same logits; otherwise temperature softmax, top_k, top_p (smallest prefix whose mass reaches
 //      top_p, at least one), min_p (weight >= min_p * the largest), renormalised, and the row's
 //      uniform u picks by inverse CDF.
@@ -23,7 +24,7 @@
 //
 // Launch: one block of 1024 threads per row, 168,200 bytes of dynamic shared memory (one block per SM).
 // Roofline: bytes read per row, 4 * vocab each pass over the row (517 KB for DeepSeek-V3's 129,280):
-// greedy rows 1 pass; sampled rows 3 (the max, a histogram of weight by distance from the max, and
+// greedy rows 1 pass (a masked row one more, and the mask's V / 8 bytes); sampled rows 3 (the max, a histogram of weight by distance from the max, and
 // copying the few thousand tokens the filters and the draw can reach into shared memory, where the
 // radix selections run); rows asking logprobs 3 more over the raw row. Rows whose reachable set
 // exceeds 8,192 tokens (flat distributions, top_k > 8,192) run the selections over the row in global
@@ -76,6 +77,14 @@ struct SamplingInputs {
   // Banned tokens, CSR; banned_start null: none.
   const int32_t* banned_start = nullptr;   // [rows + 1]
   const int32_t* banned_tokens = nullptr;  // [banned_start[rows]]
+  // logit_bias, CSR; bias_start null: none. A row's tokens must be distinct (added in parallel).
+  const int32_t* bias_start = nullptr;     // [rows + 1]
+  const int32_t* bias_tokens = nullptr;    // [bias_start[rows]]
+  const float* bias_values = nullptr;      // [bias_start[rows]]
+  // Allowed-token bitmasks, xgrammar's layout: [mask rows, (vocab + 31) / 32] int32, token t allowed
+  // when bit t % 32 of word t / 32 is set; bitmask_row[b] is row b's mask or -1. bitmask_row null: none.
+  const int32_t* bitmask = nullptr;
+  const int32_t* bitmask_row = nullptr;    // [rows]
   // Tests only: false makes every row take the path flat rows take (selections over global memory).
   bool allow_shared_region = true;
 };

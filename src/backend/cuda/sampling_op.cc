@@ -29,7 +29,9 @@ class Layout {
 
 // Every row greedy with nothing to apply first: the first maximum is the whole pipeline.
 bool plain_greedy(const SamplingBatch& batch) {
-  if (!batch.history_tokens.empty() || !batch.banned_tokens.empty() || batch.any_logprobs()) return false;
+  if (!batch.history_tokens.empty() || !batch.banned_tokens.empty() || !batch.bias_tokens.empty() ||
+      batch.any_bitmask() || batch.any_logprobs())
+    return false;
   for (const SamplingRow& row : batch.rows)
     if (row.params.temperature > 0.0f && row.params.top_k != 1) return false;
   return true;
@@ -108,7 +110,7 @@ std::unique_ptr<PendingTokens> SamplingOp::queue(Tensor& logits, const SamplingB
   DSINFER_CHECK(logits.device() == Device::kCuda && logits.dtype() == DType::kF32 && logits.rank() == 2,
                 "sample_tokens: logits must be a [B, V] float32 CUDA tensor");
   const int64_t B = logits.dim(0), V = logits.dim(1);
-  batch.check_rows(B);
+  batch.check_rows(B, V);
   const bool greedy = plain_greedy(batch);
   const bool logprobs = batch.any_logprobs();
   const DownloadLayout down(B, batch.max_top_logprobs(), logprobs);
@@ -131,7 +133,7 @@ std::unique_ptr<PendingTokens> SamplingOp::queue(Tensor& logits, const SamplingB
     std::shared_ptr<void> scratch = context_.allocate_bytes(scratch_bytes);
     greedy_argmax(logits.data<float>(), B, V, tokens, scratch.get(), scratch_bytes, stream);
   } else {
-    // Upload: row parameters, then the CSR arrays as they are.
+    // Upload: row parameters, then the CSR arrays and the bitmasks as they are.
     Layout up;
     size_t params_at = up.add(B * sizeof(SamplingRowParams));
     size_t history_start_at = up.add(batch.history_start.size() * sizeof(int32_t));
@@ -139,6 +141,13 @@ std::unique_ptr<PendingTokens> SamplingOp::queue(Tensor& logits, const SamplingB
     size_t history_counts_at = up.add(batch.history_output_counts.size() * sizeof(int32_t));
     size_t banned_start_at = up.add(batch.banned_start.size() * sizeof(int32_t));
     size_t banned_tokens_at = up.add(batch.banned_tokens.size() * sizeof(int32_t));
+    const bool bias = !batch.bias_tokens.empty();
+    const bool masks = batch.any_bitmask();
+    size_t bias_start_at = up.add(bias ? batch.bias_start.size() * sizeof(int32_t) : 0);
+    size_t bias_tokens_at = up.add(batch.bias_tokens.size() * sizeof(int32_t));
+    size_t bias_values_at = up.add(batch.bias_values.size() * sizeof(float));
+    size_t bitmask_row_at = up.add(masks ? batch.bitmask_row.size() * sizeof(int32_t) : 0);
+    size_t bitmask_at = up.add(masks ? batch.bitmask.size() * sizeof(int32_t) : 0);
     slot.upload.reserve(up.size());
     char* host = static_cast<char*>(slot.upload.data());
     auto* params = reinterpret_cast<SamplingRowParams*>(host + params_at);
@@ -151,6 +160,15 @@ std::unique_ptr<PendingTokens> SamplingOp::queue(Tensor& logits, const SamplingB
     put(history_counts_at, batch.history_output_counts);
     put(banned_start_at, batch.banned_start);
     put(banned_tokens_at, batch.banned_tokens);
+    if (bias) {
+      put(bias_start_at, batch.bias_start);
+      put(bias_tokens_at, batch.bias_tokens);
+      std::memcpy(host + bias_values_at, batch.bias_values.data(), batch.bias_values.size() * sizeof(float));
+    }
+    if (masks) {
+      put(bitmask_row_at, batch.bitmask_row);
+      put(bitmask_at, batch.bitmask);
+    }
 
     size_t scratch_bytes = logprobs ? sampling_scratch_bytes(B, V) : 0;
     std::shared_ptr<void> device_in = context_.allocate_bytes(up.size());
@@ -171,6 +189,15 @@ std::unique_ptr<PendingTokens> SamplingOp::queue(Tensor& logits, const SamplingB
     if (!batch.banned_tokens.empty()) {
       inputs.banned_start = reinterpret_cast<const int32_t*>(in + banned_start_at);
       inputs.banned_tokens = reinterpret_cast<const int32_t*>(in + banned_tokens_at);
+    }
+    if (bias) {
+      inputs.bias_start = reinterpret_cast<const int32_t*>(in + bias_start_at);
+      inputs.bias_tokens = reinterpret_cast<const int32_t*>(in + bias_tokens_at);
+      inputs.bias_values = reinterpret_cast<const float*>(in + bias_values_at);
+    }
+    if (masks) {
+      inputs.bitmask_row = reinterpret_cast<const int32_t*>(in + bitmask_row_at);
+      inputs.bitmask = reinterpret_cast<const int32_t*>(in + bitmask_at);
     }
     SamplingOutputs outputs;
     outputs.tokens = tokens;

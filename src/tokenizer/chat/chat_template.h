@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "core/json.h"
-#include "tokenizer/chat/template.h"
+#include "jinja/template.h"
 
 namespace dsinfer::chat {
 
@@ -32,7 +32,7 @@ class ChatTemplate {
  private:
   ChatTemplate(std::string_view source, std::optional<std::string> bos_token, std::optional<std::string> eos_token);
 
-  Template template_;
+  jinja::Template template_;
   std::optional<std::string> bos_token_;
   std::optional<std::string> eos_token_;
 };

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
-#include "tokenizer/chat/test_fixtures.h"
+#include "jinja/test_fixtures.h"
 
 namespace dsinfer::chat {
 namespace {
+
+using jinja::load_json;
 
 constexpr std::string_view kRenderings = "tests/fixtures/chat/renderings.json";
 constexpr std::string_view kDeepSeekConfig = "tests/fixtures/tokenizers/deepseek-v3/tokenizer_config.json";
