@@ -5,8 +5,8 @@
 #      the fast kernels and with the reference kernels;
 #   2. the fixture models (bf16, FP8, V2-Lite-like) on the GPU against Hugging Face's logits, CUDA
 #      graph replay against eager execution, and overlapped steps against synchronous ones;
-#   3. the server end to end on the GPU (engine, sampling, streaming, failures) over the fixture
-#      and the bundled models;
+#   3. the server end to end on the GPU (engine, sampling, streaming, failures, structured output
+#      and logit_bias) over the fixture and the bundled models;
 #   4. compute-sanitizer memcheck over the conformance harness.
 # Every step fails loudly without a GPU. Usage: scripts/gpu-test.sh [BUILD_DIR] (default: build);
 # logs go to $GPU_TEST_LOGS (default: BUILD_DIR/gpu-test-logs).
@@ -42,6 +42,8 @@ step overlap "$build/src/runtime/overlap_executor_test"
 # another batch. Those tests run on the CPU in `make test` and are left out here.
 exact="*SixtyFourConcurrentStreamsEachMatchTheRequestRunAlone*:*PreemptionInATinyPoolStillGivesTheSameOutputs*"
 step server env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_test" --gtest_filter="-$exact"
+# Structured output and logit_bias end to end: the CUDA sampler's masks and biases on the bundled model.
+step structured env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_structured_test"
 if command -v compute-sanitizer >/dev/null; then
   step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$build/src/backend/cuda/cuda_conformance_test" --gtest_filter='*Small*'
