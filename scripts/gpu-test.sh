@@ -9,7 +9,7 @@
 #      and logit_bias) over the fixture and the bundled models;
 #   4. compute-sanitizer memcheck over the conformance harness.
 # Every step fails loudly without a GPU. Usage: scripts/gpu-test.sh [BUILD_DIR] (default: build);
-# logs go to $GPU_TEST_LOGS (default: BUILD_DIR/gpu-test-logs).
+# logs go to $GPU_TEST_LOGS (default: BUILD_DIR/gpu-test-logs); $GPU_TEST_STEPS names a subset.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -23,6 +23,8 @@ failed=()
 step() {  # step NAME COMMAND...: runs it, keeps its log, records a failure
   local name=$1
   shift
+  # GPU_TEST_STEPS="conformance models ..." runs only those steps (a run split over several calls).
+  if [[ -n "${GPU_TEST_STEPS:-}" && " $GPU_TEST_STEPS " != *" $name "* ]]; then return; fi
   local start=$SECONDS
   if "$@" >"$logs/$name.log" 2>&1; then
     echo "PASS  $name ($((SECONDS - start)) s)"
