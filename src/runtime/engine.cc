@@ -78,21 +78,21 @@ Engine::Impl::~Impl() {
 
 RequestId Engine::Impl::submit(std::vector<int32_t> prompt, RequestOptions options, StreamSink sink) {
   auto length = static_cast<int64_t>(prompt.size());
-  if (length == 0) throw InvalidRequest("the prompt is empty", "prompt");
+  if (length == 0) throw InvalidRequest("the prompt is empty", RequestPart::kPrompt);
   int64_t vocab = executor->vocab_size();
   for (int32_t id : prompt)
     if (id < 0 || id >= vocab)
-      throw InvalidRequest(str_cat("token id ", id, " is outside the vocabulary of ", vocab), "prompt");
+      throw InvalidRequest(str_cat("token id ", id, " is outside the vocabulary of ", vocab), RequestPart::kPrompt);
   if (length >= max_model_len)
     throw InvalidRequest(str_cat("This model's maximum context length is ", max_model_len, " tokens. However, you ",
                                  "requested ", length, " tokens in the prompt, leaving no room for output."),
-                         "messages");
+                         RequestPart::kPrompt);
   int64_t pages_needed = length / model::kPageSize + 1;
   if (pages_needed > pool.total())
     throw InvalidRequest(str_cat("the prompt (", length, " tokens) does not fit the KV cache of ", pool.total(),
-                                 " pages"), "messages");
-  if (options.max_tokens < 0) throw InvalidRequest("max_tokens must not be negative", "max_tokens");
-  if (options.logprobs > 20) throw InvalidRequest("at most 20 top logprobs", "top_logprobs");
+                                 " pages"), RequestPart::kPrompt);
+  if (options.max_tokens < 0) throw InvalidRequest("the token budget must not be negative", RequestPart::kTokenBudget);
+  if (options.logprobs > 20) throw InvalidRequest("at most 20 top logprobs", RequestPart::kLogprobs);
   check_logit_bias(options.logit_bias, vocab);
 
   auto sequence = std::make_unique<EngineSequence>();

@@ -43,13 +43,17 @@ struct EngineConfig {
 };
 
 // A request the engine refuses outright (the server answers 400 with `param`).
+// The part of a request the engine refuses, in the engine's own terms; the server names the field
+// of its API that carried it.
+enum class RequestPart : uint8_t { kPrompt, kTokenBudget, kLogprobs, kLogitBias, kConstraint };
+
 class InvalidRequest : public Error {
  public:
-  InvalidRequest(const std::string& message, std::string param) : Error(message), param_(std::move(param)) {}
-  const std::string& param() const { return param_; }
+  InvalidRequest(const std::string& message, RequestPart part) : Error(message), part_(part) {}
+  RequestPart part() const { return part_; }
 
  private:
-  std::string param_;
+  RequestPart part_;
 };
 
 // submit() on an engine that failed for good (the message says why); the server answers 503.

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -275,12 +276,27 @@ TEST_F(HashingEngine, StopsAtStopStringsAndStopTokens) {
   EXPECT_EQ(b.text, full.substr(0, full.find(stop)));
 }
 
-TEST_F(HashingEngine, RejectsBadRequests) {
+TEST_F(HashingEngine, RejectsBadRequestsNamingThePartInItsOwnTerms) {
   auto engine = make(8);
   Collector unused;
-  EXPECT_THROW(engine->submit({}, greedy(5), unused.sink()), InvalidRequest);
-  EXPECT_THROW(engine->submit({5000}, greedy(5), unused.sink()), InvalidRequest);
-  EXPECT_THROW(engine->submit(prompt_of(600, 1), greedy(5), unused.sink()), InvalidRequest);  // > 8 pages
+  // The part the engine refused (the server names the API field that carried it).
+  auto refused_part = [&](std::vector<int32_t> prompt, RequestOptions options) -> std::optional<RequestPart> {
+    try {
+      engine->submit(std::move(prompt), options, unused.sink());
+    } catch (const InvalidRequest& error) {
+      return error.part();
+    }
+    return std::nullopt;
+  };
+  EXPECT_EQ(refused_part({}, greedy(5)), RequestPart::kPrompt);
+  EXPECT_EQ(refused_part({5000}, greedy(5)), RequestPart::kPrompt);
+  EXPECT_EQ(refused_part(prompt_of(600, 1), greedy(5)), RequestPart::kPrompt);  // > 8 pages
+  RequestOptions negative = greedy(5);
+  negative.max_tokens = -1;
+  EXPECT_EQ(refused_part({5, 6}, negative), RequestPart::kTokenBudget);
+  RequestOptions many_logprobs = greedy(5);
+  many_logprobs.logprobs = 21;
+  EXPECT_EQ(refused_part({5, 6}, many_logprobs), RequestPart::kLogprobs);
   EXPECT_EQ(engine->stats().free_pages, 8);
 }
 

@@ -28,27 +28,27 @@ bool allows_other_than(const int32_t* mask, int64_t vocab, std::span<const int32
 void check_logit_bias(std::vector<LogitBias>& logit_bias, int64_t vocab) {
   for (const LogitBias& entry : logit_bias) {
     if (entry.token < 0 || entry.token >= vocab)
-      throw InvalidRequest(str_cat("logit_bias: token id ", entry.token, " is outside the vocabulary of ", vocab,
+      throw InvalidRequest(str_cat("biased token id ", entry.token, " is outside the vocabulary of ", vocab,
                                    " tokens"),
-                           "logit_bias");
+                           RequestPart::kLogitBias);
     if (!std::isfinite(entry.bias))
-      throw InvalidRequest(str_cat("logit_bias: the bias of token ", entry.token, " is not a finite number"),
-                           "logit_bias");
+      throw InvalidRequest(str_cat("the bias of token ", entry.token, " is not a finite number"),
+                           RequestPart::kLogitBias);
   }
   std::sort(logit_bias.begin(), logit_bias.end(),
             [](const LogitBias& a, const LogitBias& b) { return a.token < b.token; });
   auto twice = std::adjacent_find(logit_bias.begin(), logit_bias.end(),
                                   [](const LogitBias& a, const LogitBias& b) { return a.token == b.token; });
   if (twice != logit_bias.end())
-    throw InvalidRequest(str_cat("logit_bias: token id ", twice->token, " is given twice"), "logit_bias");
+    throw InvalidRequest(str_cat("biased token id ", twice->token, " is given twice"), RequestPart::kLogitBias);
 }
 
 std::unique_ptr<structured::GrammarMatcher> make_matcher(const OutputConstraint& constraint, int64_t vocab) {
-  if (!constraint.grammar) throw InvalidRequest("the output constraint has no compiled grammar", "response_format");
+  if (!constraint.grammar) throw InvalidRequest("the output constraint has no compiled grammar", RequestPart::kConstraint);
   if (constraint.grammar->vocab_size() != vocab)
     throw InvalidRequest(str_cat("the grammar (", constraint.grammar->description(), ") was compiled for ",
                                  constraint.grammar->vocab_size(), " tokens, the model has ", vocab),
-                         "response_format");
+                         RequestPart::kConstraint);
   return std::make_unique<structured::GrammarMatcher>(constraint.grammar,
                                                       structured::MatcherOptions{constraint.reasoning_end});
 }

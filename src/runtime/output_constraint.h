@@ -21,7 +21,7 @@
 namespace dsinfer::runtime {
 
 // Checks a request's logit_bias against a vocabulary of `vocab` tokens (ids inside it, finite
-// values, no token twice) and orders it by token. Throws InvalidRequest naming logit_bias.
+// values, no token twice) and orders it by token. Throws InvalidRequest (RequestPart::kLogitBias).
 void check_logit_bias(std::vector<LogitBias>& logit_bias, int64_t vocab);
 
 // The matcher of a request's constraint. Throws InvalidRequest when the constraint has no grammar

@@ -182,6 +182,24 @@ TokenText OpenAIServer::Impl::token_text() const {
 
 namespace {
 
+// The field of the OpenAI API that carried the part of a request the engine refused.
+std::string api_field(runtime::RequestPart part, std::string_view target) {
+  const bool chat = target.find("/chat/") != std::string_view::npos;
+  switch (part) {
+    case runtime::RequestPart::kPrompt:
+      return chat ? "messages" : "prompt";
+    case runtime::RequestPart::kTokenBudget:
+      return "max_tokens";
+    case runtime::RequestPart::kLogprobs:
+      return chat ? "top_logprobs" : "logprobs";
+    case runtime::RequestPart::kLogitBias:
+      return "logit_bias";
+    case runtime::RequestPart::kConstraint:
+      return "response_format";
+  }
+  return "";
+}
+
 // Runs `work` and answers whatever it throws with an OpenAI-style error. On the event loop (routing)
 // and on the request threads (preparing) alike.
 template <typename Work>
@@ -191,7 +209,7 @@ void answer_errors(const HttpRequest& request, HttpResponder& responder, Work&& 
   } catch (const ProtocolError& error) {
     respond_error(responder, error);
   } catch (const runtime::InvalidRequest& error) {
-    respond_error(responder, invalid_request(error.what(), error.param()));
+    respond_error(responder, invalid_request(error.what(), api_field(error.part(), request.target)));
   } catch (const runtime::EngineUnavailable& error) {
     respond_error(responder, engine_unavailable(error.what()));
   } catch (const Error& error) {
