@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cache_layout.h"
 #include "core/tensor.h"
 
 namespace dsinfer::backend {
@@ -30,8 +31,8 @@ struct AttentionBatch {
   std::vector<int32_t> positions;     // [T] position of each token (= its index in the cache)
   std::vector<int32_t> page_table_start = {0};  // [B + 1] where each sequence's pages begin in page_ids
   std::vector<int32_t> page_ids;                // every sequence's page table, concatenated
-  std::vector<int64_t> slot_mapping;  // [T] cache slot (page * page_size + offset) written by each token
-  int page_size = 64;
+  std::vector<int64_t> slot_mapping;  // [T] cache slot (cache_layout.h's cache_slot) written by each token
+  int page_size = kPageSize;
 
   int num_sequences() const { return static_cast<int>(context_lens.size()); }
   std::span<const int32_t> pages(int b) const {

@@ -32,8 +32,7 @@ void BatchBuilder::add(std::span<const int32_t> tokens, int32_t start, const std
     int32_t position = start + i;
     batch_.token_ids.push_back(tokens[i]);
     attention.positions.push_back(position);
-    attention.slot_mapping.push_back(static_cast<int64_t>(pages[position / page_size]) * page_size +
-                                     position % page_size);
+    attention.slot_mapping.push_back(backend::cache_slot(pages.data(), page_size, position));
   }
   attention.query_start.push_back(first_row + count);
   attention.context_lens.push_back(start + count);

@@ -9,7 +9,7 @@
 
 namespace dsinfer::model {
 
-inline constexpr int kPageSize = 64;  // tokens per page
+inline constexpr int kPageSize = backend::kPageSize;  // tokens per page
 
 class LatentCache {
  public:

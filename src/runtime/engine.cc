@@ -44,8 +44,7 @@ Engine::Impl::Impl(std::unique_ptr<StepExecutor> executor_in, const tokenizer::T
     : executor(std::move(executor_in)),
       tokenizer(tokenizer_in),
       config(std::move(config_in)),
-      max_model_len(config.max_model_len > 0 ? std::min(config.max_model_len, executor->max_model_len())
-                                             : executor->max_model_len()),
+      max_model_len(served_context(config.max_model_len, executor->max_model_len())),
       pool(static_cast<int32_t>(executor->num_pages())),
       prefix_cache(config.enable_prefix_caching ? std::make_unique<PrefixCache>(pool, model::kPageSize) : nullptr),
       capacity(pool, prefix_cache.get(), model::kPageSize,
@@ -318,8 +317,7 @@ void Engine::Impl::publish_stats() {
 }
 
 Engine::Engine(const model::DeepseekModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config) {
-  int64_t context = config.max_model_len > 0 ? std::min(config.max_model_len, model.max_positions())
-                                             : model.max_positions();
+  int64_t context = served_context(config.max_model_len, model.max_positions());
   int64_t pages = config.num_pages > 0 ? config.num_pages
                                        : pages_for(model, config.max_num_seqs, context, config.kv_cache_bytes);
   ExecutorOptions options;

@@ -2,6 +2,7 @@
 // scheduling and bookkeeping can be tested and timed with a stand-in model.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -11,6 +12,12 @@
 #include "model/deepseek_model.h"
 
 namespace dsinfer::runtime {
+
+// The context a run serves, stated once: the requested --max-model-len when one is given (> 0),
+// never past what the model supports.
+inline int64_t served_context(int64_t requested, int64_t model_limit) {
+  return requested > 0 ? std::min(requested, model_limit) : model_limit;
+}
 
 // Steps launched and not collected at most (StepExecutor::launch): the one the device runs and the
 // one queued behind it.

@@ -53,8 +53,7 @@ MemoryPlan plan_memory(const model::DeepseekModel& model, const MemoryPlanInputs
   // The largest decode batch, then the largest prefill chunk at the end of the longest context (its
   // expanded attention reads the whole context). The allocator keeps each run's blocks, so what
   // the device lost after each is the peak so far (less the runs' scratch caches).
-  int64_t context = std::max<int64_t>(1, std::min(inputs.max_model_len > 0 ? inputs.max_model_len : model.max_positions(),
-                                                  model.max_positions()));
+  int64_t context = std::max<int64_t>(1, served_context(inputs.max_model_len, model.max_positions()));
   int64_t chunk = std::min(inputs.max_num_batched_tokens, context);
   int64_t context_pages = (context + model::kPageSize - 1) / model::kPageSize;
   {

@@ -397,7 +397,6 @@ constexpr int64_t kRopeDim = 64;  // qk_rope_head_dim
 constexpr int64_t kNopeDim = 128;
 constexpr int64_t kValueDim = 128;
 constexpr int64_t kCacheWidth = kLatent + kRopeDim;  // 576
-constexpr int64_t kPageSize = 64;
 constexpr float kWeightStd = 0.02f;
 constexpr float kNormEps = 1e-6f;
 // V3's softmax scale: YaRN mscale(40)^2 / sqrt(192) = (0.1 ln 40 + 1)^2 / sqrt(192).
@@ -753,7 +752,7 @@ std::shared_ptr<PagedBatch> make_paged_batch(const std::vector<SequenceSpec>& se
     batch.context_lens.push_back(s.context);
     for (int32_t p = s.context - s.new_tokens; p < s.context; ++p) {
       batch.positions.push_back(p);
-      batch.slot_mapping.push_back(static_cast<int64_t>(mine[p / kPageSize]) * kPageSize + p % kPageSize);
+      batch.slot_mapping.push_back(cache_slot(mine.data(), kPageSize, p));
     }
     batch.query_start.push_back(batch.query_start.back() + s.new_tokens);
     paged->num_context_rows += s.context;

@@ -474,7 +474,7 @@ __global__ void __launch_bounds__(kGenericWarps * 32) mla_decode_generic_kernel(
   }
   float running_max = -INFINITY, running_sum = 0.f;
   for (int j = 0; j < visible; ++j) {
-    const size_t slot = static_cast<size_t>(p.page_ids[first_page + j / p.page_size]) * p.page_size + j % p.page_size;
+    const auto slot = static_cast<size_t>(cache_slot(p.page_ids + first_page, p.page_size, j));
     const bf16* row = p.cache + slot * p.width;
     float dot = 0.f;
 #pragma unroll

@@ -28,12 +28,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cache_layout.h"
+
 namespace dsinfer::backend::cuda {
 
 inline constexpr int kMlaLatentDim = 512;   // kv_lora_rank: value width, first part of a cache row
 inline constexpr int kMlaRopeDim = 64;      // qk_rope_head_dim: the rotated shared key after it
 inline constexpr int kMlaCacheWidth = kMlaLatentDim + kMlaRopeDim;  // 576 bf16 per cache row
-inline constexpr int kMlaPageSize = 64;     // tokens per cache page (model::kPageSize)
+inline constexpr int kMlaPageSize = kPageSize;  // tokens per cache page (cache_layout.h)
 inline constexpr int kMlaDecodeMaxSplits = 128;
 
 inline constexpr int kMlaGenericMaxWidth = 1024;  // L + R limit of the generic path (32 dims a lane)

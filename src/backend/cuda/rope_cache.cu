@@ -17,6 +17,7 @@
 
 #include <algorithm>
 
+#include "backend/cache_layout.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/vector.cuh"
@@ -130,7 +131,7 @@ __global__ void gather_cache_kernel(const Unit* __restrict__ cache, int64_t row_
   const int64_t first_row = out_row_start[b];
   const int step = static_cast<int>(gridDim.y * blockDim.y);
   for (int j = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); j < length; j += step) {
-    const int64_t slot = static_cast<int64_t>(pages[j / page_size]) * page_size + j % page_size;
+    const int64_t slot = cache_slot(pages, page_size, j);
     out[(first_row + j) * row_units + unit] = cache[slot * row_units + unit];
   }
 }

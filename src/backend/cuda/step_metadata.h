@@ -35,7 +35,7 @@ struct DeviceAttention {
   int64_t total_context = 0;  // sum of context_lens
   int max_context = 0;
   int max_query_len = 0;
-  int page_size = 64;
+  int page_size = kPageSize;
 };
 
 class StepMetadata {
