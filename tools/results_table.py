@@ -26,6 +26,13 @@ HEADLINES = {
     "serve": ["output_throughput", "qpm", "median_ttft_ms", "median_tpot_ms", "p90_tpot_ms", "max_qpm",
               "max_qpm_p90_tpot_ms"],
     "http_connections": ["concurrent_streams_held", "server_kib_per_stream"],
+    "kernels": ["mla_h128_q1_b128_c4096_tflops", "mla_h128_q1_b128_c4096_vs_flashmla", "mla_h128_q2_b128_c4096_vs_flashmla",
+                "mla_h16_q1_b128_c8192_tb_s", "mla_h16_q1_b128_c8192_vs_flashmla",
+                "fp8_gemm_m64_n7168_k2048_vs_deepgemm", "fp8_gemm_m64_n4096_k7168_vs_deepgemm",
+                "fp8_gemm_m64_n24576_k1536_vs_deepgemm", "fp8_gemm_m64_n2112_k7168_vs_deepgemm",
+                "fp8_gemm_m4096_n7168_k2048_vs_deepgemm", "fp8_gemm_m4096_n4096_k7168_vs_deepgemm",
+                "fp8_gemm_m4096_n24576_k1536_vs_deepgemm", "fp8_gemm_m4096_n2112_k7168_vs_deepgemm",
+                "add_rms_norm_t4096_of_copy"],
     "soak": ["requests_done", "errors", "rss_start_mib", "rss_end_mib", "leaked_pages", "open_connections_end"],
 }
 CONFIG_KEYS = {

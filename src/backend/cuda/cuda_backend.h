@@ -28,7 +28,10 @@ struct CudaOptions {
   //   FP8 GEMV up to 16 rows, expert GEMV 16:     1.69 / 7.25 / 18.09
   //   FP8 GEMV up to 16 rows, expert GEMV 4 / 1:  1.71 / 7.07 / 12.20  and  1.70 / 7.22 / 12.19
   //   FP8 GEMV up to 4 rows, expert GEMV 2:       1.72 / 6.98 / 12.18
-  int64_t fp8_gemv_max_rows = 16;
+  // Per product (bench/gpu/kernels_bench, H200, us, GEMV / cuBLASLt at 32 rows), the GEMV loses from
+  // 8 rows on: N 7168 K 2048 21.7 / 15.3 at 8 rows, 37.3 at 16; N 24576 K 1536 53.3 / 24.4 at 8,
+  // 102.4 at 16; at 4 rows it is level or ahead on three of the four shapes. Hence 4.
+  int64_t fp8_gemv_max_rows = 4;
   // bf16 products with one token row (linears, the LM head, absorbed MLA's per-head products) run
   // gemv.h's weight-streaming kernel instead of cuBLASLt (GemmOptions::bf16_fallback_max_rows; more
   // rows up to this many take fp8_gemm.h's fallback); 0: never. (One-row FP8 products take it too

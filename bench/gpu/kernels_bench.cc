@@ -1,0 +1,318 @@
+// kernels_bench: dsinfer's decode- and prefill-path kernels one by one at DeepSeek-V3's shapes, against
+// the chip's ceilings measured in the same run and the published kernels' figures of ANCHORS.md
+// (FlashMLA, DeepGEMM on the same GPU kind). Issue 8's benchmark command:
+//
+//   build/bench/kernels_bench [--runs N] [--out FILE]   (default bench/results/kernels_<gpu>.json)
+//
+// Timing (issue 8, ANCHORS.md): the L2 flushed before each call (a 256 MiB cudaMemsetAsync outside
+// the timed region), CUDA events around the one call, the median of --runs (default 20) after two
+// warm-ups. Cases:
+//   - MLA decode (mla_decode.h, the production kernel choice: WGMMA at 64-head multiples), BF16 paged
+//     cache (page 64, 576 / 512): heads 128 and 16, 1 and 2 query tokens per sequence (MTP),
+//     batch 64 and 128, cache 1K / 4K / 8K. TFLOP/s counts 2 * heads * cache_len * (576 + 512) per
+//     query token; TB/s the cache bytes read once.
+//   - FP8 block GEMM (GemmRunner::linear with CudaOptions' thresholds, the production path: the
+//     streaming GEMV at 1 row, the fallback GEMV up to fp8_gemv_max_rows, cuBLASLt with DeepSeek's
+//     block scales beyond, activations quantized inside the call), bf16 out, M from 1 to 4096 over
+//     the four (N, K) of ANCHORS.md.
+//     TB/s counts the weight bytes, TFLOP/s 2 * M * N * K.
+//   - Add + RMSNorm (norm.h), hidden 7168, 1 to 16K tokens: bytes read and written against copy.
+// Every figure goes to the result JSON; the anchor block carries the ANCHORS.md figures for this GPU.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/mla_decode.h"
+#include "backend/cuda/norm.h"
+#include "backend/cuda/random_fill.h"
+#include "bench/result_file.h"
+#include "cli/flags.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/json.h"
+
+#include "ceilings.h"  // bench/gpu/, next to this file
+
+namespace dsinfer::bench {
+namespace {
+
+using backend::cuda::GemmRunner;
+using backend::cuda::LinearArgs;
+using bf16 = __nv_bfloat16;
+
+class Buffer {
+ public:
+  explicit Buffer(size_t bytes) : bytes_(std::max<size_t>(bytes, 256)) { DSINFER_CUDA_CHECK(cudaMalloc(&data_, bytes_)); }
+  ~Buffer() { cudaFree(data_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  template <typename T = void>
+  T* get() const { return static_cast<T*>(data_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_;
+};
+
+class Timer {
+ public:
+  Timer(cudaStream_t stream, int runs) : stream_(stream), runs_(runs), flush_(size_t{256} << 20) {
+    DSINFER_CUDA_CHECK(cudaEventCreate(&start_));
+    DSINFER_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~Timer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  // Median microseconds of one call, the L2 flushed before each.
+  double median_us(const std::function<void()>& call) {
+    std::vector<double> times;
+    for (int run = 0; run < runs_ + 2; ++run) {
+      DSINFER_CUDA_CHECK(cudaMemsetAsync(flush_.get(), run & 0xff, flush_.bytes(), stream_));
+      DSINFER_CUDA_CHECK(cudaEventRecord(start_, stream_));
+      call();
+      DSINFER_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+      DSINFER_CUDA_CHECK(cudaEventSynchronize(stop_));
+      float ms = 0;
+      DSINFER_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+      if (run >= 2) times.push_back(ms * 1e3);
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    return times[times.size() / 2];
+  }
+
+ private:
+  cudaStream_t stream_;
+  int runs_;
+  Buffer flush_;
+  cudaEvent_t start_{}, stop_{};
+};
+
+void fill(void* data, DType dtype, int64_t n, uint64_t seed, float low, float high, cudaStream_t stream) {
+  backend::cuda::fill_uniform(data, dtype, n, seed, low, high, stream);
+}
+
+// ANCHORS.md, H200 (kernel times with the L2 flushed): FlashMLA decode and DeepGEMM FP8 GEMMs.
+struct MlaAnchor { int heads, q, batch, cache; double us; };
+constexpr MlaAnchor kFlashMlaH200[] = {{128, 1, 64, 4096, 117},  {128, 1, 128, 4096, 229}, {128, 1, 128, 8192, 442},
+                                       {128, 2, 128, 4096, 420}, {16, 1, 128, 4096, 163},  {16, 1, 128, 8192, 307},
+                                       {16, 1, 64, 1024, 34}};
+struct GemmAnchor { int m, n, k; double us; };
+constexpr GemmAnchor kDeepGemmH200[] = {{64, 7168, 2048, 7.8},      {64, 4096, 7168, 13.6},     {64, 24576, 1536, 16.1},
+                                        {64, 2112, 7168, 10.1},     {4096, 7168, 2048, 90.7},   {4096, 4096, 7168, 165.9},
+                                        {4096, 24576, 1536, 230.8}, {4096, 2112, 7168, 93.6}};
+
+void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json& figures, Json& anchors) {
+  std::printf("\nMLA decode, BF16 paged cache (page 64, 576 / 512)\n");
+  std::printf("  heads  q  batch  cache        us   TFLOP/s    TB/s   FlashMLA us   ratio\n");
+  const int width = backend::cuda::kMlaCacheWidth, page = backend::cuda::kMlaPageSize;
+  for (int heads : {128, 16})
+    for (int q : {1, 2})
+      for (int batch : {64, 128})
+        for (int cache : {1024, 4096, 8192}) {
+          if (heads == 16 && q == 2) continue;  // the MTP case is measured at 128 heads, as ANCHORS.md
+          const int tokens = batch * q, pages_per_seq = cache / page, pages = batch * pages_per_seq;
+          Buffer q_buf(size_t(tokens) * heads * width * 2), cache_buf(size_t(pages) * page * width * 2),
+              out(size_t(tokens) * heads * 512 * 2);
+          fill(q_buf.get(), DType::kBF16, int64_t(tokens) * heads * width, 1, -1, 1, stream);
+          fill(cache_buf.get(), DType::kBF16, int64_t(pages) * page * width, 2, -1, 1, stream);
+          std::vector<int32_t> token_sequence(tokens), positions(tokens), table_start(batch + 1), page_ids(pages);
+          for (int b = 0; b < batch; ++b) {
+            table_start[b] = b * pages_per_seq;
+            for (int j = 0; j < q; ++j) {
+              token_sequence[b * q + j] = b;
+              positions[b * q + j] = cache - q + j;
+            }
+          }
+          table_start[batch] = pages;
+          for (int i = 0; i < pages; ++i) page_ids[i] = (i * 7919) % pages;  // scattered pages
+          Buffer d_seq(tokens * 4), d_pos(tokens * 4), d_start((batch + 1) * 4), d_pages(pages * 4);
+          DSINFER_CUDA_CHECK(cudaMemcpy(d_seq.get(), token_sequence.data(), tokens * 4, cudaMemcpyHostToDevice));
+          DSINFER_CUDA_CHECK(cudaMemcpy(d_pos.get(), positions.data(), tokens * 4, cudaMemcpyHostToDevice));
+          DSINFER_CUDA_CHECK(cudaMemcpy(d_start.get(), table_start.data(), (batch + 1) * 4, cudaMemcpyHostToDevice));
+          DSINFER_CUDA_CHECK(cudaMemcpy(d_pages.get(), page_ids.data(), pages * 4, cudaMemcpyHostToDevice));
+          Buffer scratch(backend::cuda::mla_decode_scratch_bytes(tokens, heads, sm_count));
+          backend::cuda::MlaDecodeArgs args;
+          args.q = q_buf.get<bf16>();
+          args.cache = cache_buf.get<bf16>();
+          args.token_sequence = d_seq.get<int32_t>();
+          args.positions = d_pos.get<int32_t>();
+          args.page_table_start = d_start.get<int32_t>();
+          args.page_ids = d_pages.get<int32_t>();
+          args.out = out.get<bf16>();
+          args.tokens = tokens;
+          args.heads = heads;
+          args.sm_count = sm_count;
+          args.scale = 0.1f;
+          args.scratch = scratch.get();
+          args.scratch_bytes = scratch.bytes();
+          const auto kernel = heads % 64 == 0 ? backend::cuda::MlaDecodeKernel::kWgmma
+                                              : backend::cuda::MlaDecodeKernel::kTensorCore;
+          const double us = timer.median_us([&] { backend::cuda::mla_decode(args, kernel, stream); });
+          // Each query token attends to about `cache` rows (the last q tokens see slightly fewer).
+          const double flops = 2.0 * heads * double(cache) * (576 + 512) * tokens;
+          const double bytes = double(batch) * cache * width * 2;
+          const double tflops = flops / us / 1e6, tbs = bytes / us / 1e6;
+          double anchor = 0;
+          for (const MlaAnchor& a : kFlashMlaH200)
+            if (a.heads == heads && a.q == q && a.batch == batch && a.cache == cache) anchor = a.us;
+          const std::string key = str_cat("mla_h", heads, "_q", q, "_b", batch, "_c", cache);
+          figures[key + "_us"] = us;
+          figures[key + "_tflops"] = tflops;
+          figures[key + "_tb_s"] = tbs;
+          if (h200 && anchor > 0) {
+            anchors[key + "_us"] = anchor;
+            figures[key + "_vs_flashmla"] = anchor / us;
+          }
+          std::printf("  %5d %2d %6d %6d %9.1f %9.1f %7.2f %13s %7s\n", heads, q, batch, cache, us, tflops, tbs,
+                      h200 && anchor > 0 ? str_cat(anchor).c_str() : "-",
+                      h200 && anchor > 0 ? str_cat(std::round(anchor / us * 100) / 100).c_str() : "-");
+        }
+}
+
+void gemm_cases(Timer& timer, cudaStream_t stream, bool h200, const Ceilings& ceilings, Json& figures, Json& anchors) {
+  std::printf("\nFP8 block GEMM (1x128 activations, 128x128 weights), bf16 out, GemmRunner's production path\n");
+  std::printf("      M      N      K        us   TFLOP/s  weight TB/s   DeepGEMM us   ratio\n");
+  backend::cuda::GemmOptions options;  // as the CUDA backend sets them (CudaOptions' defaults)
+  options.fp8_fallback_max_rows = backend::cuda::CudaOptions{}.fp8_gemv_max_rows;
+  options.bf16_fallback_max_rows = backend::cuda::CudaOptions{}.bf16_gemv_max_rows;
+  GemmRunner production(options);
+  struct Nk { int n, k; };
+  for (Nk nk : {Nk{7168, 2048}, Nk{4096, 7168}, Nk{24576, 1536}, Nk{2112, 7168}}) {
+    const int64_t n = nk.n, k = nk.k;
+    Buffer w(size_t(n) * k), scale(size_t((n + 127) / 128) * ((k + 127) / 128) * 4);
+    fill(w.get(), DType::kF8E4M3, n * k, 3, -200, 200, stream);
+    fill(scale.get(), DType::kF32, (n + 127) / 128 * ((k + 127) / 128), 4, 1e-4f, 3e-4f, stream);
+    for (int m : {1, 2, 4, 8, 16, 32, 64, 128, 256, 4096}) {
+      Buffer x(size_t(m) * k * 2), y(size_t(m) * n * 2);
+      fill(x.get(), DType::kBF16, int64_t(m) * k, 5, -1, 1, stream);
+      const backend::cuda::LinearPlan plan =
+          backend::cuda::plan_linear(options, DType::kF8E4M3, DType::kBF16, m, n, k);
+      Buffer scratch(plan.scratch_bytes);
+      LinearArgs args;
+      args.x = x.get<bf16>();
+      args.weight = {w.get(), DType::kF8E4M3, scale.get<float>()};
+      args.y = y.get();
+      args.tokens = m;
+      args.out_features = n;
+      args.in_features = k;
+      args.scratch = scratch.get();
+      args.scratch_bytes = scratch.bytes();
+      const double us = timer.median_us([&] { production.linear(args, stream); });
+      const double tflops = 2.0 * m * n * k / us / 1e6, tbs = double(n) * k / us / 1e6;
+      double anchor = 0;
+      for (const GemmAnchor& a : kDeepGemmH200)
+        if (a.m == m && a.n == n && a.k == k) anchor = a.us;
+      const std::string key = str_cat("fp8_gemm_m", m, "_n", n, "_k", k);
+      figures[key + "_us"] = us;
+      figures[key + "_tflops"] = tflops;
+      figures[key + "_weight_tb_s"] = tbs;
+      if (h200 && anchor > 0) {
+        anchors[key + "_us"] = anchor;
+        figures[key + "_vs_deepgemm"] = anchor / us;
+      }
+      std::printf("  %5d %6lld %6lld %9.1f %9.1f %12.2f %13s %7s\n", m, static_cast<long long>(n),
+                  static_cast<long long>(k), us, tflops, tbs, h200 && anchor > 0 ? str_cat(anchor).c_str() : "-",
+                  h200 && anchor > 0 ? str_cat(std::round(anchor / us * 100) / 100).c_str() : "-");
+    }
+  }
+  std::printf("  (ceilings of this run: FP8 GEMM %.0f TFLOP/s, copy %.2f TB/s)\n", ceilings.fp8_tflops, ceilings.copy_tb_s);
+}
+
+void norm_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Json& figures) {
+  std::printf("\nAdd + RMSNorm, hidden 7168 (residual += x; out = rms_norm(residual))\n");
+  std::printf("   tokens        us    TB/s   of copy\n");
+  const int64_t hidden = 7168;
+  Buffer weight(hidden * 4);
+  fill(weight.get(), DType::kF32, hidden, 6, 0.5f, 1.5f, stream);
+  for (int64_t tokens : {1, 64, 256, 4096, 16384}) {
+    Buffer residual(tokens * hidden * 2), x(tokens * hidden * 2), out(tokens * hidden * 2);
+    fill(residual.get(), DType::kBF16, tokens * hidden, 7, -1, 1, stream);
+    fill(x.get(), DType::kBF16, tokens * hidden, 8, -1, 1, stream);
+    const double us = timer.median_us([&] {
+      backend::cuda::add_rms_norm_inplace(residual.get<bf16>(), x.get<bf16>(), weight.get<float>(), out.get<bf16>(),
+                                          tokens, hidden, 1e-6f, stream);
+    });
+    // Reads residual and x, writes residual and out.
+    const double tbs = 4.0 * tokens * hidden * 2 / us / 1e6;
+    const std::string key = str_cat("add_rms_norm_t", tokens);
+    figures[key + "_us"] = us;
+    figures[key + "_tb_s"] = tbs;
+    figures[key + "_of_copy"] = tbs / ceilings.copy_tb_s;
+    std::printf("  %7lld %9.1f %7.2f %8.0f%%\n", static_cast<long long>(tokens), us, tbs, 100 * tbs / ceilings.copy_tb_s);
+  }
+}
+
+int run(int argc, char** argv) {
+  cli::Flags flags("kernels_bench [flags]", "dsinfer's kernels at DeepSeek-V3 shapes against the ceilings and ANCHORS.md");
+  flags.add_int("runs", "timed runs per case (the median is reported; at least 10)", 20);
+  flags.add_string("out", "FILE", "result JSON (default bench/results/kernels_<gpu>.json)");
+  if (!flags.parse(argc - 1, argv + 1)) return 0;
+  const int runs = static_cast<int>(std::max<int64_t>(10, flags.get_int("runs")));
+
+  DSINFER_CUDA_CHECK(cudaSetDevice(0));
+  cudaDeviceProp prop{};
+  DSINFER_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const std::string name = prop.name;
+  const bool h200 = name.find("H200") != std::string::npos;
+  const std::string tag = h200 ? "h200" : name.find("H100") != std::string::npos ? "h100" : "gpu";
+  std::printf("%s\nmeasuring the ceilings ...\n", gpu_device_name(0).c_str());
+  const Ceilings ceilings = measure_ceilings(0);
+  std::printf("ceilings: copy %.2f TB/s, BF16 GEMM %.0f TFLOP/s, FP8 GEMM %.0f TFLOP/s\n", ceilings.copy_tb_s,
+              ceilings.bf16_tflops, ceilings.fp8_tflops);
+
+  cudaStream_t stream;
+  DSINFER_CUDA_CHECK(cudaStreamCreate(&stream));
+  Json figures = Json::object(), anchors = Json::object();
+  {
+    Timer timer(stream, runs);
+    mla_cases(timer, stream, prop.multiProcessorCount, h200, figures, anchors);
+    gemm_cases(timer, stream, h200, ceilings, figures, anchors);
+    norm_cases(timer, stream, ceilings, figures);
+  }
+  DSINFER_CUDA_CHECK(cudaStreamDestroy(stream));
+
+  Json result;
+  result["benchmark"] = "kernels";
+  result["device"] = gpu_device_name(0);
+  Json config;
+  config["runs"] = runs;
+  config["timing"] = "CUDA events around one call, L2 flushed (256 MiB memset) before each, median";
+  result["config"] = config;
+  figures["ceiling_copy_tb_s"] = ceilings.copy_tb_s;
+  figures["ceiling_bf16_tflops"] = ceilings.bf16_tflops;
+  figures["ceiling_fp8_tflops"] = ceilings.fp8_tflops;
+  result["figures"] = figures;
+  Json anchor;
+  anchor["name"] = h200 ? "FlashMLA and DeepGEMM on an H200 (ANCHORS.md, kernel times with the L2 flushed)"
+                        : "none for this GPU in ANCHORS.md's kernel tables";
+  for (const auto& [key, value] : anchors.as_object()) anchor[key] = value;
+  result["anchor"] = anchor;
+  const std::string out = flags.has("out") ? flags.get_string("out") : str_cat("bench/results/kernels_", tag, ".json");
+  write_result(out, result);
+  std::printf("\nwrote %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace dsinfer::bench
+
+int main(int argc, char** argv) {
+  try {
+    return dsinfer::bench::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kernels_bench: %s\n", e.what());
+    return 1;
+  }
+}
