@@ -54,6 +54,46 @@ size_t partial_marker_at_end(std::string_view text, std::string_view marker) {
   return 0;
 }
 
+}  // namespace
+
+// JSON strings may not hold raw control characters (RFC 8259), but a grammar may let one through
+// (xgrammar 0.2.8's rule for a string with minLength/maxLength excludes only '"', '\\', CR and
+// LF, so a forced call can carry a raw tab). Inside strings such characters are passed on escaped;
+// outside them they are JSON whitespace and stay. The state carries across streamed pieces.
+std::string ArgumentsEscaper::feed(std::string_view piece) {
+  std::string out;
+  out.reserve(piece.size());
+  for (char c : piece) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (!in_string_) {
+      in_string_ = c == '"';
+      out += c;
+    } else if (escaped_) {
+      escaped_ = false;
+      out += c;
+    } else if (c == '\\') {
+      escaped_ = true;
+      out += c;
+    } else if (c == '"') {
+      in_string_ = false;
+      out += c;
+    } else if (byte < 0x20) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      switch (c) {
+        case '\t': out += "\\t"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        default: out += str_cat("\\u00", kHex[byte >> 4], kHex[byte & 15]);
+      }
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
 // Empty when arguments is a JSON object, else why not.
 std::string check_arguments(std::string_view arguments) {
   try {
@@ -129,7 +169,7 @@ ToolCallParse ToolCallParser::parse(std::string_view text) const {
       call_end = text.find(f.call_end, pos);
       if (call_end == kNone) return failed("the output ends inside the call's arguments");
       std::string_view arguments = skip_leading_space(text.substr(pos, call_end - pos));
-      parsed.arguments = strip_closing(arguments, f.arguments_fence);
+      parsed.arguments = ArgumentsEscaper().feed(strip_closing(arguments, f.arguments_fence));
       if (std::string why = check_arguments(parsed.arguments); !why.empty()) return failed(why);
       if (parsed.id.empty()) parsed.id = new_call_id();
       result.calls.push_back(std::move(parsed));
@@ -246,6 +286,7 @@ bool ToolCallParser::step(ToolStreamDelta& delta) {
       announced.name = call.name;
       streamed_.calls.push_back(std::move(call));
       held_.erase(0, header_end + f.header_end.size());
+      escaper_ = ArgumentsEscaper();
       phase_ = Phase::kArguments;
       return true;
     }
@@ -297,8 +338,9 @@ void ToolCallParser::emit_content(ToolStreamDelta& delta, std::string_view text)
   streamed_.content += text;
 }
 
-void ToolCallParser::emit_arguments(ToolStreamDelta& delta, std::string_view piece) {
-  if (piece.empty()) return;
+void ToolCallParser::emit_arguments(ToolStreamDelta& delta, std::string_view raw) {
+  if (raw.empty()) return;
+  const std::string piece = escaper_.feed(raw);
   size_t index = streamed_.calls.size() - 1;
   streamed_.calls.back().arguments += piece;
   if (delta.tool_calls.empty() || delta.tool_calls.back().index != index) delta.tool_calls.emplace_back().index = index;

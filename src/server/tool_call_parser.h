@@ -77,6 +77,17 @@ struct ToolStreamDelta {
   std::vector<ToolCallDelta> tool_calls;  // in index order, at most one per call
 };
 
+// Raw control characters inside the arguments' JSON strings, escaped (a grammar may let a tab
+// through; tool_call_parser.cc says when). Fed the arguments in order, in any pieces.
+class ArgumentsEscaper {
+ public:
+  std::string feed(std::string_view piece);
+
+ private:
+  bool in_string_ = false;
+  bool escaped_ = false;  // the previous character inside a string was a backslash
+};
+
 class ToolCallParser {
  public:
   // Throws dsinfer::Error naming the known parsers when format_name is none of them.
@@ -102,6 +113,7 @@ class ToolCallParser {
   void fail(std::string message);
 
   const ToolCallFormat& format_;
+  ArgumentsEscaper escaper_;  // of the call being streamed
   std::vector<std::string> offered_;
   Phase phase_ = Phase::kContent;
   std::string held_;  // text not yet settled

@@ -57,6 +57,8 @@ std::vector<Sample> well_formed_samples() {
       {"kimi_k2", "Checking." + kKimiSectionBegin + "\n" + kimi_call("functions.get_weather:0", R"({"city": "Tokyo"})") +
                       "\n" + kimi_call(" functions.get_time:1 ", "\n{\"tz\": \"JST\"}\n") + "\n" + kKimiSectionEnd},
       {"kimi_k2", "<|tool_call_begin|> is text outside a section <|tool_calls_sec"},
+      // Raw control characters inside a string (a grammar let them through): escaped, streamed or not.
+      {"deepseek_v3", kDsCallsBegin + v3_call("note", "{\"text\": \"a\tb\\\"\nc\x01\",\n \"n\": 1}") + kDsCallsEnd},
   };
 }
 
@@ -163,6 +165,15 @@ TEST(ToolCallParser, ReadsDeepseekV3Calls) {
     EXPECT_EQ(call.id.size(), 5u + 32u);
   }
   EXPECT_NE(parse.calls[0].id, parse.calls[1].id);
+}
+
+TEST(ToolCallParser, RawControlCharactersInsideStringsAreEscapedAndWhitespaceOutsideKept) {
+  ToolCallParse parse = ToolCallParser("deepseek_v3").parse(well_formed_samples().back().text);
+  EXPECT_EQ(parse.error, "");
+  ASSERT_EQ(parse.calls.size(), 1u);
+  EXPECT_EQ(parse.calls[0].arguments, "{\"text\": \"a\\tb\\\"\\nc\\u0001\",\n \"n\": 1}");
+  Json arguments = Json::parse(parse.calls[0].arguments);
+  EXPECT_EQ(arguments["text"].as_string(), "a\tb\"\nc\x01");
 }
 
 TEST(ToolCallParser, DeepseekV3ToleratesWhitespaceAroundTheFence) {
