@@ -1,5 +1,6 @@
-# The front door. `make serve` runs the server on the bundled model, `make test` runs every test
-# that needs no GPU. `make deps` installs what is missing (tools/setup.sh).
+# The front door. `make serve` builds what serving needs and runs the server on the bundled model
+# (Ctrl-C stops it); `make test` runs every test that needs no GPU. `make deps` installs what is
+# missing (tools/setup.sh).
 BUILD ?= build
 MODEL ?= models/dsv3-tiny
 PORT ?= 8000
@@ -7,22 +8,31 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 120
+# Extra configure flags for $(BUILD), e.g. -DDSINFER_CUDA=OFF: no CUDA backend even where nvcc is found.
+CMAKE_FLAGS ?=
 
-.PHONY: deps configure build serve test test-sanitize fuzz clean
+.PHONY: deps configure build dsinfer serve test test-sanitize fuzz clean
 
 deps:
 	@tools/setup.sh
 
 $(BUILD)/build.ninja:
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
 configure: $(BUILD)/build.ninja
 
+# Everything: the binary, every test, the benchmarks and tools.
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The bundled model behind the OpenAI API, its reasoning in reasoning_content.
-serve: deps build
+# The binary alone, with the libraries it links: no tests or benchmarks.
+dsinfer: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target dsinfer
+
+# The bundled model behind the OpenAI API, its reasoning in reasoning_content. SIGINT (Ctrl-C) or
+# SIGTERM stops it: running requests get --shutdown-timeout (30 s) to finish; a second signal ends
+# them at once.
+serve: deps dsinfer
 	@$(BUILD)/dsinfer serve --model $(MODEL) --served-model-name $(notdir $(MODEL)) --port $(PORT) \
 	  --reasoning-parser deepseek-r1
 

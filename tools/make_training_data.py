@@ -19,7 +19,10 @@ Tasks (generated, so every answer can be checked), with their ranges:
            1-15 words has.
   copy     copy a random string of 3-12 lowercase letters.
   reverse  reverse such a string.
-Plus prose, so that free-form chat reads like text: Debian's fortune cookies (packed into
+Plus tool calling (tools/tool_training_data.py): a calculator offered through the server's tool
+template (templates/deepseek_v3_tools.jinja), called in DeepSeek-V3's format when the user asks for
+a calculation, its output, and the answer that uses it; and tools offered to questions that need
+none. Plus prose, so that free-form chat reads like text: Debian's fortune cookies (packed into
 .carry/prose.json.gz by `--prepare-prose`, which the GPU machine receives with the checkout), or,
 without that file, the Python standard library's docstrings. Prose appears as chat answers (with an
 empty <think></think>, as R1 answers small talk) and as plain documents without the chat template.
@@ -51,6 +54,7 @@ import os
 import random
 import sys
 
+import tool_training_data as tool_data
 from dsv3_checkpoint import ASSISTANT, BOS, END_THINK, EOS, ROOT, THINK, USER
 
 TASKS = ("arith", "sort", "count", "copy", "reverse")
@@ -418,11 +422,15 @@ def load_prose(path=PROSE_PATH):
 # ---------------------------------------------------------------------------------------------------
 # Documents
 
-# Share of documents of each kind. Arithmetic dominates: it is the hardest task and the one the
-# engine's accuracy figures use. By tokens (multiplication working is the longest, up to ~550 tokens)
-# this comes to 63% arith, 12% sort, 6% count, 3% copy, 7% reverse, 8% prose, 1% greetings.
+# Share of documents of each kind (weights, summing to 1.11). Arithmetic dominates: it is the hardest
+# task and the one the engine's accuracy figures use. Tool documents are 10% of documents (tool 7%,
+# no_tool 3%) but longer (~400 tokens: the tools template's system part alone is ~150-300), so ~20%
+# of tokens. `--mix 4000` (tokens counted with the bundled model's tokenizer, which predates the
+# tool documents) gives 48% arith, 9% sort, 5% count, 2% copy, 5% reverse, 8% prose, 1% greetings,
+# 17% tool, 5% no_tool; without tools the shares were 63% arith, 12% sort, 6% count, 3% copy,
+# 7% reverse, 8% prose, 1% greetings.
 DOCUMENT_MIX = {"arith": 0.47, "sort": 0.11, "count": 0.12, "copy": 0.08, "reverse": 0.11,
-                "prose_chat": 0.08, "prose_plain": 0.01, "greeting": 0.02}
+                "prose_chat": 0.08, "prose_plain": 0.01, "greeting": 0.02, "tool": 0.08, "no_tool": 0.03}
 MULTI_TURN_RATE = 0.1     # task chats with 2-3 turns (teaches multi-turn use, longer positions)
 PLAIN_PROSE_CHARS = 2500  # a plain prose document: fortunes until about this many characters
 
@@ -436,25 +444,32 @@ def conversation(rng, tasks, excluded):
 
 
 def make_document(rng, prose, excluded):
-    """One training document (rendered text) drawn from DOCUMENT_MIX, and its kind."""
+    """One training document drawn from DOCUMENT_MIX: (rendered text, kind, character spans of the
+    text left out of the loss)."""
     kind = rng.choices(list(DOCUMENT_MIX), weights=list(DOCUMENT_MIX.values()))[0]
     if kind in TASKS:
         tasks = [kind]
         if rng.random() < MULTI_TURN_RATE:
             tasks += rng.choices(TASKS, k=rng.randint(1, 2))
-        return render(conversation(rng, tasks, excluded)), kind
+        return render(conversation(rng, tasks, excluded)), kind, []
+    if kind == "tool":
+        text, spans = tool_data.make_tool_document(rng, excluded)
+        return text, kind, spans
+    if kind == "no_tool":
+        text, spans = tool_data.make_no_tool_document(rng, make_problem, excluded)
+        return text, kind, spans
     if kind == "prose_chat":
         messages = [{"role": "user", "content": rng.choice(PROSE_PROMPTS)},
                     {"role": "assistant", "content": reasoned("", rng.choice(prose))}]
-        return render(messages), kind
+        return render(messages), kind, []
     if kind == "greeting":
         messages = [{"role": "user", "content": rng.choice(GREETINGS)},
                     {"role": "assistant", "content": reasoned("", INTRODUCTION)}]
-        return render(messages), kind
+        return render(messages), kind, []
     parts = []
     while sum(map(len, parts)) < PLAIN_PROSE_CHARS:
         parts.append(rng.choice(prose))
-    return BOS + "\n\n".join(parts) + EOS, kind
+    return BOS + "\n\n".join(parts) + EOS, kind, []
 
 
 def eval_problems(task, count, seed):
@@ -472,6 +487,11 @@ def eval_problems(task, count, seed):
     return problems
 
 
+def tool_eval_sets(count, seed, excluded_tasks):
+    """The held-out tool sets ({file name: rows}, see tool_training_data.eval_sets) and their keys."""
+    return tool_data.eval_sets(random.Random(f"eval-tool-{seed}"), count, make_problem, excluded_tasks)
+
+
 # Every string the pre-tokenizer can cut from a run of digits.
 DIGIT_GROUPS = [str(i) for i in range(10)] + [f"{i:02d}" for i in range(100)] + [f"{i:03d}" for i in range(1000)]
 
@@ -485,6 +505,8 @@ def tokenizer_corpus(prose, seed, excluded, per_task=3000):
     texts = list(prose)
     for task in TASKS:
         texts += [render(conversation(rng, [task], excluded)) for _ in range(per_task)]
+    texts += [tool_data.make_tool_document(rng, excluded)[0] for _ in range(per_task // 3)]
+    texts += [tool_data.make_no_tool_document(rng, make_problem, excluded)[0] for _ in range(per_task // 10)]
     texts += [" ".join(DIGIT_GROUPS)] * 200
     return texts
 
@@ -524,16 +546,17 @@ def make_shard(index):
 
     Depends only on (seed, index), so the stream is the same whichever worker makes a shard.
     Returns tokens [rows, row_len] int32 (padding: EOS), segments int16 (1, 2, ... per document in
-    the row, 0 for padding), positions int16 (restarting at 0 for each document), and token counts
-    by document kind. A chat longer than a row is dropped; plain prose is cut to a row."""
+    the row, 0 for padding), positions int16 (restarting at 0 for each document), trained int8 (0
+    for tokens that are no target of the loss: inside a document's masked spans, and padding), and
+    token counts by document kind. A chat longer than a row is dropped; plain prose is cut to a row."""
     import numpy as np
     w = _worker
     rng = random.Random(f"train-{w['seed']}-{index}")
     documents = [make_document(rng, w["prose"], w["excluded"]) for _ in range(w["docs_per_shard"])]
-    encodings = w["tokenizer"].encode_batch([text for text, _ in documents])
+    encodings = w["tokenizer"].encode_batch([text for text, _, _ in documents])
     row_len = w["row_len"]
-    ids, kinds = [], {}
-    for (_, kind), encoding in zip(documents, encodings):
+    ids, masks, kinds = [], [], {}
+    for (_, kind, spans), encoding in zip(documents, encodings):
         doc = encoding.ids
         if len(doc) > row_len:
             if kind != "prose_plain":
@@ -541,12 +564,14 @@ def make_shard(index):
                 continue
             doc = doc[:row_len]
         ids.append(doc)
+        masks.append(trained_mask(encoding.offsets[:len(doc)], spans))
         kinds[kind] = kinds.get(kind, 0) + len(doc)
     rows = pack([len(doc) for doc in ids], row_len)
     rng.shuffle(rows)
     tokens = np.full((len(rows), row_len), w["tokenizer"].token_to_id(EOS), dtype=np.int32)
     segments = np.zeros((len(rows), row_len), dtype=np.int16)
     positions = np.zeros((len(rows), row_len), dtype=np.int16)
+    trained = np.zeros((len(rows), row_len), dtype=np.int8)
     for r, row in enumerate(rows):
         start = 0
         for segment, i in enumerate(row, 1):
@@ -554,14 +579,29 @@ def make_shard(index):
             tokens[r, start:start + n] = ids[i]
             segments[r, start:start + n] = segment
             positions[r, start:start + n] = np.arange(n)
+            trained[r, start:start + n] = masks[i]
             start += n
-    return tokens, segments, positions, kinds
+    return tokens, segments, positions, trained, kinds
+
+
+def trained_mask(offsets, spans):
+    """1 for each token (by its character offsets) that starts outside every span, else 0."""
+    import numpy as np
+    mask = np.ones(len(offsets), dtype=np.int8)
+    for begin, end in spans:
+        for t, (start, _) in enumerate(offsets):
+            if begin <= start < end:
+                mask[t] = 0
+    return mask
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prepare-prose", action="store_true", help=f"pack {FORTUNES_DIR} into {PROSE_PATH}")
     parser.add_argument("--show", action="store_true", help="print one rendered example of every task")
+    parser.add_argument("--mix", type=int, metavar="N",
+                        help="draw N documents and print each kind's share of documents and of tokens "
+                             "(tokens counted with models/dsv3-tiny's tokenizer)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.prepare_prose:
@@ -570,7 +610,30 @@ def main():
         rng = random.Random(args.seed)
         for task in TASKS:
             print(f"===== {task}\n{render(conversation(rng, [task], frozenset()))}\n")
+        for _ in range(2):
+            text, spans = tool_data.make_tool_document(rng, frozenset())
+            print(f"===== tool (left out of the loss: {[text[a:b] for a, b in spans]})\n{text}\n")
+        print(f"===== no_tool\n{tool_data.make_no_tool_document(rng, make_problem, frozenset())[0]}\n")
+    if args.mix:
+        show_mix(args.mix, args.seed)
     return 0
+
+
+def show_mix(count, seed):
+    """Each kind's share of `count` documents and of their tokens, and its mean length in tokens."""
+    from tokenizers import Tokenizer
+    tokenizer = Tokenizer.from_file(os.path.join(ROOT, "models", "dsv3-tiny", "tokenizer.json"))
+    rng = random.Random(seed)
+    prose, _ = load_prose()
+    documents, tokens = {}, {}
+    for _ in range(count):
+        text, kind, _ = make_document(rng, prose, frozenset())
+        documents[kind] = documents.get(kind, 0) + 1
+        tokens[kind] = tokens.get(kind, 0) + len(tokenizer.encode(text).ids)
+    total = sum(tokens.values())
+    for kind in sorted(documents, key=lambda k: -tokens[k]):
+        print(f"{kind:12s} {documents[kind] / count:6.1%} of documents, {tokens[kind] / total:6.1%} of tokens, "
+              f"{tokens[kind] / documents[kind]:6.0f} tokens each")
 
 
 if __name__ == "__main__":

@@ -5,17 +5,22 @@ One command does everything, seeded, within a time budget (default 9 minutes on 
     python3 tools/train_small_model.py --out models/dsv3-tiny
   1. trains a byte-level BPE tokenizer (vocabulary 6144) with DeepSeek-V3's pre-tokenizer, special
      tokens and official chat template;
-  2. writes held-out evaluation sets (DIR/eval/<task>.jsonl, eval/mtp_text.jsonl), then streams
-     training data from worker processes (tools/make_training_data.py: arithmetic, sorting,
-     counting, copying and reversing answered R1-style with the working inside <think>, plus prose);
+  2. writes held-out evaluation sets (DIR/eval/<task>.jsonl, eval/mtp_text.jsonl, and the tool sets
+     eval/tool.jsonl, tool_answer.jsonl, no_tool.jsonl), then streams training data from worker
+     processes (tools/make_training_data.py: arithmetic, sorting, counting, copying and reversing
+     answered R1-style with the working inside <think>; calls of a calculator tool in DeepSeek-V3's
+     format, rendered with the server's templates/deepseek_v3_tools.jinja (tools/tool_training_data.py);
+     plus prose). Tool outputs, and call turns as a client sends them back, are left out of the
+     loss (a per-token mask next to the packed rows);
   3. trains the model in plain PyTorch (AdamW, warmup + cosine, bf16 autocast on CUDA, loss =
      CE(next token) + 0.3 CE(MTP: token after next), auxiliary-loss-free expert balancing);
   4. exports DIR (BF16) and DIR-fp8 (the published FP8 block format) in the original DeepSeek
      checkpoint layout, with config.json, tokenizer.json, tokenizer_config.json,
      generation_config.json, README.md and training.json;
   5. checks: transformers loads DIR and gives this model's logits (and its MTP module ours);
-     the tokenizer and chat template agree with transformers'; greedy generation with transformers on
-     held-out arithmetic (BF16 and FP8) as a preview of the accuracy; the MTP head's
+     the tokenizer and chat template agree with transformers' (and the tools template's prompts with
+     transformers' apply_chat_template); greedy generation with transformers on held-out arithmetic
+     (BF16 and FP8) and on the tool sets (BF16) as a preview of the accuracy; the MTP head's
      next-next-token accuracy on held-out task text.
 
 Quick CPU smoke run (a tiny config, a few steps; checks the whole pipeline, learns nothing):
@@ -400,17 +405,24 @@ class DeepseekV3(nn.Module):
     def moe_layers(self):
         return [layer.mlp for layer in self.model.layers if layer.moe]
 
-    def forward(self, tokens, segments, positions):
+    def forward(self, tokens, segments, positions, trained=None):
         """Training pass over packed rows [B, S]: documents are told apart by `segments` (1, 2, ...;
-        0 is padding) and attend only within themselves; positions restart at each document.
-        Returns summed losses and top-1 hits of the main head (token i+1) and the MTP head
-        (token i+2), their target counts, and the expert loads [MoE layers, E]."""
+        0 is padding) and attend only within themselves; positions restart at each document;
+        `trained` (or None: all) is 0 for tokens that are no target (tool outputs, see
+        tool_training_data.py). Returns summed losses and top-1 hits of the main head (token i+1)
+        and the MTP head (token i+2), their target counts, and the expert loads [MoE layers, E]."""
         seg = segments.long()
         b, s = tokens.shape
         zeros = torch.zeros_like(tokens[:, :1])
         # Targets stay inside a document: token i+1 (main) and i+2 (MTP) must be of i's document.
-        next_tokens, next_seg = torch.cat([tokens[:, 1:], zeros], 1), torch.cat([seg[:, 1:], zeros], 1)
-        after_next, after_next_seg = torch.cat([tokens[:, 2:], zeros, zeros], 1), torch.cat([seg[:, 2:], zeros, zeros], 1)
+        # A token left out of the loss is never a target (a padding token has segment 0 anyway).
+        if trained is not None:
+            seg_of_target = torch.where(trained > 0, seg, -1)
+        else:
+            seg_of_target = seg
+        next_tokens, next_seg = torch.cat([tokens[:, 1:], zeros], 1), torch.cat([seg_of_target[:, 1:], zeros], 1)
+        after_next = torch.cat([tokens[:, 2:], zeros, zeros], 1)
+        after_next_seg = torch.cat([seg_of_target[:, 2:], zeros, zeros], 1)
         targets = torch.where((seg > 0) & (next_seg == seg), next_tokens, -100).long()
         mtp_targets = torch.where((seg > 0) & (after_next_seg == seg), after_next, -100).long()
         causal = torch.ones(s, s, dtype=torch.bool, device=tokens.device).tril()
@@ -497,19 +509,19 @@ class Batches:
                                  initargs=(tokenizer.to_str(), prose, excluded, args.row_len, docs_per_shard, args.seed))
         self.pending = collections.deque(self.pool.apply_async(data.make_shard, (i,)) for i in range(2 * workers))
         self.next_shard = len(self.pending)
-        self.buffer = []                   # (tokens, segments, positions) rows not yet used
+        self.buffer = []                   # (tokens, segments, positions, trained) rows not yet used
         self.kind_tokens = collections.Counter()
         self.workers = workers
         self.wait_seconds = 0.0
 
     def _take_shard(self):
         start = time.time()
-        tokens, segments, positions, kinds = self.pending.popleft().get()
+        tokens, segments, positions, trained, kinds = self.pending.popleft().get()
         self.wait_seconds += time.time() - start
         self.pending.append(self.pool.apply_async(data.make_shard, (self.next_shard,)))
         self.next_shard += 1
         self.kind_tokens.update(kinds)
-        self.buffer += list(zip(tokens, segments, positions))
+        self.buffer += list(zip(tokens, segments, positions, trained))
 
     def next(self):
         while len(self.buffer) < self.batch_rows:
@@ -578,11 +590,11 @@ def train(model, batches, args, deadline, device, log):
         window_loads.zero_()
         window_start = time.time()
 
-    def run_step(tokens, segments, positions, lr):
+    def run_step(batch, lr):
         for group in optimizer.param_groups:
             group["lr"] = lr
         with autocast:
-            out = model(tokens, segments, positions)
+            out = model(*batch)
         loss = out["main_loss"] / out["main_count"].clamp(min=1) + MTP_LAMBDA * out["mtp_loss"] / out["mtp_count"].clamp(min=1)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -597,18 +609,19 @@ def train(model, batches, args, deadline, device, log):
         if progress >= 1.0:
             break
         lr = learning_rate(progress, step, warmup, args.lr)
-        tokens, segments, positions = batches.next()
+        batch = batches.next()             # tokens, segments, positions, trained
+        tokens = batch[0]
         if step == 0 and model.compiled:
             # Compilation happens in the first step; if it fails, train eagerly.
             try:
-                out = run_step(tokens, segments, positions, lr)
+                out = run_step(batch, lr)
             except Exception as error:          # any failure of the compiler stack
                 log(f"torch.compile failed ({type(error).__name__}: {str(error)[:300]}); training eagerly")
                 model.use_compiled(False)
-                out = run_step(tokens, segments, positions, lr)
+                out = run_step(batch, lr)
             log(f"first step (with compilation) took {time.time() - start:.1f} s")
         else:
-            out = run_step(tokens, segments, positions, lr)
+            out = run_step(batch, lr)
         step += 1
         tokens_seen += tokens.numel()
         for key in ("main_loss", "main_correct", "main_count", "mtp_loss", "mtp_correct", "mtp_count"):
@@ -722,6 +735,11 @@ It answers like DeepSeek-R1: its working inside `<think>...</think>`, then the a
 - Skills (ranges in tools/make_training_data.py): `arith` (+ and - of integers up to 4 digits,
   * of up to 3 digits by up to 2), `sort` (3-8 numbers 0-999), `count` (a letter in a string, or
   the items of a list), `copy` and `reverse` (strings of 3-12 letters). Prose: {prose}.
+- Tools: with `dsinfer serve --chat-template templates/deepseek_v3_tools.jinja --enable-auto-tool-choice
+  --tool-call-parser deepseek_v3`, it calls a calculator tool (any name and description, e.g.
+  `calculator(expression: string)`) in DeepSeek-V3's format when the request offers one and the user
+  asks for a calculation, then answers from the tool's output (`EXPR = VALUE`); with tools that do
+  not fit the question, it answers itself.
 
 Training: {steps} steps, {tokens:.1f}M tokens in packed {row_len}-token rows, AdamW, warmup + cosine,
 loss = CE(next token) + {mtp_lambda} x CE(MTP: the token after next), auxiliary-loss-free expert
@@ -730,12 +748,19 @@ balancing. Final training loss {loss:.3f}, MTP loss {mtp_loss:.3f}; training.jso
 Checks made by the script: transformers loads the BF16 weights and gives the training model's
 logits (max |diff| {logit_diff:.1e}, logits up to {logit_scale:.0f}; its MTP module: {mtp_diff:.1e});
 greedy generation with transformers on {preview} held-out arith problems: BF16 {bf16:.1%}, FP8 {fp8:.1%}
-exact match; the MTP head's next-next-token top-1 accuracy on held-out task conversations:
-{mtp_all:.1%} (all positions), {mtp_completion:.1%} (completions).
+exact match; on {tool_n} held-out prompts of each tool set (BF16): right calls {tool:.1%}, answers
+from the tool's output {tool_answer:.1%}, answers with tools offered but not needed {no_tool:.1%};
+the MTP head's next-next-token top-1 accuracy on held-out task conversations: {mtp_all:.1%} (all
+positions), {mtp_completion:.1%} (completions).
 
 Evaluation sets (`eval/`): `<task>.jsonl` rows are `{{"messages": [user turn], "prompt": the rendered
 prompt (with BOS and the generation prompt), "answer": the expected final answer}}`. A completion is
-right when the text after its last `</think>`, stripped of white space, equals `answer`.
+right when the text after its last `</think>`, stripped of white space, equals `answer`. Tool sets
+(prompts rendered with templates/deepseek_v3_tools.jinja; rows also hold `tools`): `tool.jsonl`,
+right when the reply is one valid call (`--tool-call-parser deepseek_v3`) of `tool_call.name` with
+the arguments `tool_call.arguments` (white space in the expression aside; `answer` shows the call);
+`tool_answer.jsonl`, the turn after the tool's output, exact match; `no_tool.jsonl`, tools offered
+that the question does not need, exact match.
 `mtp_text.jsonl` rows (`task`, `text`, `prompt`) are whole held-out conversations, for measuring
 the MTP head's next-next-token accuracy (over all positions, or after `prompt`).
 
@@ -758,7 +783,9 @@ def write_readme(directory, config, stats, fmt):
         logit_scale=checks["transformers_logits"]["max_abs_logit"],
         mtp_diff=checks["transformers_logits"]["max_abs_mtp_logit_diff"],
         preview=checks["arith_preview"]["problems"], bf16=checks["arith_preview"]["bf16"],
-        fp8=checks["arith_preview"]["fp8"], mtp_all=checks["mtp_accuracy"]["all_positions"],
+        fp8=checks["arith_preview"]["fp8"], tool_n=checks["tool_preview"]["tool"]["problems"],
+        tool=checks["tool_preview"]["tool"]["bf16"], tool_answer=checks["tool_preview"]["tool_answer"]["bf16"],
+        no_tool=checks["tool_preview"]["no_tool"]["bf16"], mtp_all=checks["mtp_accuracy"]["all_positions"],
         mtp_completion=checks["mtp_accuracy"]["completions"], command=stats["command"])
     with open(os.path.join(directory, "README.md"), "w") as f:
         f.write(text)
@@ -793,6 +820,39 @@ def check_transformers_logits(directory, model, config, weights, texts, tokenize
             "max_abs_logit": scale}
 
 
+def check_tool_template(directory, rows, log):
+    """transformers' apply_chat_template with the server's tools template renders the held-out tool
+    prompts as this script did (the training documents go through the same function)."""
+    import transformers
+    hf = transformers.AutoTokenizer.from_pretrained(directory)
+    with open(data.tool_data.TOOLS_TEMPLATE_PATH, encoding="utf-8") as f:
+        template = f.read()
+    for row in rows:
+        rendered = hf.apply_chat_template(row["messages"], tools=row["tools"], chat_template=template, tokenize=False,
+                                          add_generation_prompt=True)
+        assert rendered == row["prompt"], (rendered, row["prompt"])
+    log(f"the tools template renders {len(rows)} held-out tool prompts as transformers does")
+
+
+@torch.no_grad()
+def tool_preview(hf_model, tokenizer, tool_files, count, device, log):
+    """Greedy generation with transformers on the first `count` prompts of each held-out tool set:
+    the call's accuracy (one right call of the calculator), and exact match of the answers."""
+    figures = {}
+    for name, rows in sorted(tool_files.items()):
+        rows = rows[:count]
+        problems = [(None, row["messages"], row["prompt"], row["answer"], row) for row in rows]
+        if name == "tool.jsonl":
+            right = lambda completion, problem: data.tool_data.call_is_right(completion, problem[4]["tool_call"])
+        else:
+            right = None
+        accuracy, samples = greedy_accuracy(hf_model, tokenizer, problems, device, right=right, max_new_tokens=160)
+        log(f"transformers greedy on {len(rows)} held-out {name} prompts: {accuracy:.3f} right")
+        log("  e.g. " + json.dumps(samples[0]["completion"], ensure_ascii=False))
+        figures[name.removesuffix(".jsonl")] = {"problems": len(rows), "bf16": accuracy, "samples": samples[:1]}
+    return figures
+
+
 def check_tokenizer(directory, tokenizer, problems, log):
     """transformers' tokenizer and chat template (the official Jinja one) agree with ours."""
     import transformers
@@ -805,15 +865,17 @@ def check_tokenizer(directory, tokenizer, problems, log):
 
 
 @torch.no_grad()
-def greedy_accuracy(hf_model, tokenizer, problems, device, batch_size=64):
-    """Exact-match accuracy of greedy generation with transformers (left-padded batches)."""
+def greedy_accuracy(hf_model, tokenizer, problems, device, batch_size=64, right=None, max_new_tokens=None):
+    """Accuracy of greedy generation with transformers (left-padded batches): exact match of the
+    final answer, or right(completion, problem). Tokens: the reference's length + 32, or max_new_tokens."""
     hf_model.to(device)
     eos = tokenizer.token_to_id(EOS)
     correct, samples = 0, []
     for start in range(0, len(problems), batch_size):
         batch = problems[start:start + batch_size]
         prompts = [tokenizer.encode(p[2]).ids for p in batch]
-        longest = max(len(tokenizer.encode(p[4]).ids) for p in batch) - min(map(len, prompts))
+        longest = (max_new_tokens - 32 if max_new_tokens else
+                   max(len(tokenizer.encode(p[4]).ids) for p in batch) - min(map(len, prompts)))
         width = max(map(len, prompts))
         ids = torch.tensor([[eos] * (width - len(p)) + p for p in prompts], device=device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
@@ -821,10 +883,11 @@ def greedy_accuracy(hf_model, tokenizer, problems, device, batch_size=64):
                                 eos_token_id=eos, pad_token_id=eos)
         for problem, row in zip(batch, out[:, width:].tolist()):
             completion = tokenizer.decode(row, skip_special_tokens=False)
-            got = data.final_answer(completion)
-            correct += got == problem[3]
+            correct += right(completion, problem) if right else data.final_answer(completion) == problem[3]
             if len(samples) < 3:
-                samples.append({"prompt": problem[2], "completion": completion, "answer": problem[3]})
+                ended = completion.find(EOS)      # the rest is padding
+                samples.append({"prompt": problem[2], "completion": completion if ended < 0 else completion[:ended + len(EOS)],
+                                "answer": problem[3]})
     hf_model.cpu()
     return correct / len(problems), samples
 
@@ -901,10 +964,14 @@ def main():
     excluded = frozenset(p[0] for task_problems in problems.values() for p in task_problems)
     eval_files = {f"{task}.jsonl": [{"messages": p[1], "prompt": p[2], "answer": p[3]} for p in task_problems]
                   for task, task_problems in problems.items()}
+    tool_files, tool_keys = data.tool_eval_sets(args.eval_count, args.eval_seed, excluded)
+    excluded = excluded | tool_keys
+    eval_files.update(tool_files)
     mtp_rows = [{"task": task, "text": p[4], "prompt": p[2]}
                 for task, task_problems in problems.items() for p in task_problems[:100]]
     eval_files["mtp_text.jsonl"] = mtp_rows
-    log(f"held-out sets: {args.eval_count} problems per task, {len(mtp_rows)} MTP texts")
+    log(f"held-out sets: {args.eval_count} problems per task ({', '.join(sorted(eval_files))}), "
+        f"{len(mtp_rows)} MTP texts")
 
     # Tokenizer.
     tokenizer = mark_added_tokens_like_deepseek(
@@ -961,6 +1028,7 @@ def main():
     checks = {"transformers_logits": check_transformers_logits(
         args.out, model, config, weights, [p[4] for p in sample[:6]], tokenizer, log)}
     check_tokenizer(args.out, tokenizer, sample, log)
+    check_tool_template(args.out, [row for name in tool_files for row in tool_files[name][:20]], log)
     all_mtp, completion_mtp = mtp_accuracy(model, tokenizer, mtp_rows, device)
     log(f"MTP next-next-token top-1 accuracy on {len(mtp_rows)} held-out conversations: "
         f"{all_mtp:.3f} (all positions), {completion_mtp:.3f} (completions)")
@@ -974,6 +1042,7 @@ def main():
     fp8_accuracy, _ = greedy_accuracy(build_hf_model(fp8_config, dequantized), tokenizer, preview, device)
     log(f"transformers greedy exact match on {len(preview)} held-out arith problems: FP8 (dequantized) {fp8_accuracy:.3f}")
     checks["arith_preview"] = {"problems": len(preview), "bf16": accuracy, "fp8": fp8_accuracy, "samples": samples}
+    checks["tool_preview"] = tool_preview(hf, tokenizer, tool_files, args.preview, device, log)
     timings["checks"] = time.time() - checks_start
 
     stats = {

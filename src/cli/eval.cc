@@ -1,21 +1,63 @@
 // dsinfer eval: held-out accuracy of a model on checkable tasks, through the engine.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cli/flags.h"
 #include "cli/verbs.h"
 #include "backend/make_backend.h"
 #include "core/json.h"
 #include "runtime/evaluation.h"
+#include "server/tool_call_parser.h"
 
 namespace dsinfer::cli {
+namespace {
+
+std::string without_spaces(std::string text) {
+  std::erase_if(text, [](unsigned char c) { return std::isspace(c) != 0; });
+  return text;
+}
+
+// Rows with a "tool_call" (DIR/eval/tool.jsonl): right when the answer after </think> is exactly
+// one call, read as `serve --tool-call-parser deepseek_v3` reads it with the row's tools offered,
+// of tool_call.name with the arguments tool_call.arguments. String values are compared without
+// white space: "12*(3+4)" and "12 * (3 + 4)" are the same expression to a calculator.
+bool tool_call_matches(const Json& row, const std::string& completion) {
+  const Json* expected = row.find("tool_call");
+  const Json* name = expected ? expected->find("name") : nullptr;
+  const Json* arguments = expected ? expected->find("arguments") : nullptr;
+  DSINFER_CHECK(name && name->is_string() && arguments && arguments->is_object(),
+                "a tool task row needs \"tool_call\": {\"name\": \"...\", \"arguments\": {...}}");
+  std::vector<std::string> offered;
+  if (const Json* tools = row.find("tools"); tools && tools->is_array())
+    for (const Json& tool : tools->as_array())
+      if (const Json* function = tool.find("function"))
+        if (const Json* offered_name = function->find("name"); offered_name && offered_name->is_string())
+          offered.push_back(offered_name->as_string());
+  server::ToolCallParse parse = server::ToolCallParser("deepseek_v3", offered).parse(runtime::final_answer(completion));
+  if (!parse.error.empty() || parse.calls.size() != 1 || parse.calls[0].name != name->as_string()) return false;
+  Json got = Json::parse(parse.calls[0].arguments);  // the parser has checked that it is a JSON object
+  if (got.size() != arguments->size()) return false;
+  return std::ranges::all_of(arguments->as_object(), [&](const Json::Member& member) {
+    const Json* value = got.find(member.first);
+    if (value == nullptr) return false;
+    if (value->is_string() && member.second.is_string())
+      return without_spaces(value->as_string()) == without_spaces(member.second.as_string());
+    return *value == member.second;
+  });
+}
+
+}  // namespace
 
 int run_eval(int argc, char** argv) {
   Flags flags("dsinfer eval --model DIR --task TASK [flags]",
               "Exact-match accuracy on held-out problems (DIR/eval/TASK.jsonl), run through the serving engine; "
-              "--task mtp measures the MTP module's next-next-token accuracy instead.");
+              "--task tool scores the first turn's tool call instead (one valid call of the right tool with the "
+              "right arguments); --task mtp measures the MTP module's next-next-token accuracy.");
   flags.add_string("model", "DIR", "model directory with an eval/ folder", true);
-  flags.add_string("task", "TASK", "arith, sort, count, copy, reverse, or mtp", true);
+  flags.add_string("task", "TASK", "arith, sort, count, copy, reverse, tool, tool_answer, no_tool, or mtp", true);
   flags.add_int("num", "problems to run (from the start of the file)", 1000);
   flags.add_string("data", "FILE", "the task file (default DIR/eval/TASK.jsonl; DIR/eval/mtp_text.jsonl for mtp)");
   flags.add_int("max-new-tokens", "tokens per answer at most", 768);
@@ -51,8 +93,11 @@ int run_eval(int argc, char** argv) {
     config.max_num_seqs = flags.get_int("max-num-seqs");
     config.max_num_batched_tokens = 4096;
     runtime::Engine engine(*model, tokenizer, config);
+    auto check = [](const Json& row, const std::string& completion) {
+      return row.contains("tool_call") ? tool_call_matches(row, completion) : runtime::answer_matches(row, completion);
+    };
     runtime::TaskResult result =
-        runtime::evaluate_task(engine, tokenizer, path, flags.get_int("num"), flags.get_int("max-new-tokens"));
+        runtime::evaluate_task(engine, tokenizer, path, flags.get_int("num"), flags.get_int("max-new-tokens"), check);
     out["problems"] = result.problems;
     out["correct"] = result.correct;
     out["accuracy"] = result.accuracy();

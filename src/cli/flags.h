@@ -1,11 +1,15 @@
-// Command-line flags of one verb: declared with help text, parsed strictly, printed by --help.
+// Command-line flags of one verb: declared with help text, parsed by CLI11, printed by --help.
 //
 //   Flags flags("dsinfer generate", "Generate text from a prompt.");
 //   flags.add_string("model", "DIR", "checkpoint directory", /*required=*/true);
+//   flags.add_int("port", "port to listen on", 8000);
+//   flags.set_range("port", 0, 65535);
 //   flags.parse(argc, argv);            // throws dsinfer::Error on unknown or malformed flags
 //   std::string dir = flags.get_string("model");
 //
-// Other servers' spellings of a flag are aliases (add_alias), so their launch scripts run as they are.
+// CLI11 (Debian's libcli11-dev) does the parsing, the type and range checks and the help text; it
+// stays behind this class, so only flags.cc includes it. Other servers' spellings of a flag are
+// aliases (add_alias), so their launch scripts run as they are.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +17,10 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+}
 
 namespace dsinfer::cli {
 
@@ -31,9 +39,14 @@ class Flags {
   void add_alias(const std::string& alias, const std::string& name);
   // The one argument without "--" sets --name (`dsinfer serve DIR`); giving both is an error.
   void set_positional(const std::string& name);
+  // A number flag's values must lie in [min, max] (both included; max may be infinity); others are
+  // refused when parsed, and --help shows the range.
+  void set_range(const std::string& name, double min, double max);
 
-  // Accepts --name value, --name=value and bare --name for booleans. Returns false when --help
-  // was asked for (the help text is printed to stdout). Throws dsinfer::Error otherwise.
+  // Accepts --name value, --name=value and bare --name for booleans (also --name=false). A flag
+  // given twice takes the last value, as argparse does, except the positional one. Returns false
+  // when --help (-h) was asked for (the help text is printed to stdout). Throws dsinfer::Error with
+  // CLI11's message otherwise (unknown flag, missing or malformed value, value out of range).
   bool parse(int argc, char** argv);
   std::string help() const;
 
@@ -46,14 +59,24 @@ class Flags {
  private:
   enum class Kind { kString, kInt, kCount, kDouble, kBool };
   struct Flag {
-    Kind kind;
+    Kind kind = Kind::kString;
     std::string value_name;
     std::string help;
     bool required = false;
-    std::optional<std::string> value;  // as typed, or the fallback
+    bool has_fallback = false;
     std::vector<std::string> aliases;
+    std::optional<std::pair<double, double>> range;  // [min, max]
+    // The value: the fallback until parse() stores what was given. One field per kind.
+    bool given = false;
+    std::string text;
+    int64_t integer = 0;
+    double number = 0;
+    bool boolean = false;
   };
+  Flag& declare(const std::string& name, Kind kind, std::string value_name, std::string help);
   const Flag& flag(const std::string& name) const;
+  // Declares every flag on `app`, bound to this object's values.
+  void bind(CLI::App& app);
 
   std::string usage_, summary_;
   std::vector<std::string> order_;

@@ -1,8 +1,9 @@
-// Flags: aliases, the positional argument and vLLM's size suffixes.
+// Flags over CLI11: aliases, the positional argument, vLLM's size suffixes, types, ranges and help.
 #include "cli/flags.h"
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -84,9 +85,114 @@ TEST(Flags, CountsTakeSuffixesAndPlainIntegersDoNot) {
   EXPECT_THROW(parse(bad, {"m", "--max-model-len", "1.5K"}), Error);
 }
 
-TEST(Flags, HelpNamesTheAliases) {
-  EXPECT_NE(sample_flags().help().find("--model DIR"), std::string::npos);
-  EXPECT_NE(sample_flags().help().find("(also --model-path)"), std::string::npos);
+// CLI11 lists an alias beside the flag's own name ("--model,--model-path DIR"), as argparse does
+// ("--tensor-parallel-size, -tp"); the old parser wrote "(also --model-path)" after the help text.
+TEST(Flags, HelpIsGeneratedWithTheAliasesDefaultsAndRanges) {
+  Flags flags = sample_flags();
+  flags.set_range("port", 0, 65535);
+  flags.set_range("max-model-len", 1, std::numeric_limits<double>::infinity());
+  const std::string help = flags.help();
+  for (const char* expected : {"usage: test", "a test", "--model,--model-path DIR", "REQUIRED", "--port N=8000",
+                               "(in [0, 65535])", "--max-model-len N", "(at least 1)", "-h,--help"})
+    EXPECT_NE(help.find(expected), std::string::npos) << expected << " in\n" << help;
+}
+
+TEST(Flags, HelpReturnsFalseAndIsNotAnError) {
+  Flags flags = sample_flags();
+  EXPECT_FALSE(parse(flags, {"--help"}));
+  Flags short_form = sample_flags();
+  EXPECT_FALSE(parse(short_form, {"-h"}));
+}
+
+// The message of the Error that parsing `args` throws ("" when none).
+std::string refusal(Flags flags, std::vector<std::string> args) {
+  try {
+    parse(flags, std::move(args));
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(Flags, UnknownFlagsAndStrayArgumentsGetCli11sMessage) {
+  EXPECT_NE(refusal(sample_flags(), {"m", "--no-such-flag"}).find("not expected: --no-such-flag"), std::string::npos);
+  EXPECT_NE(refusal(sample_flags(), {"m", "--no-such-flag"}).find("see --help"), std::string::npos);
+  EXPECT_NE(refusal(sample_flags(), {"m", "n"}).find("not expected: n"), std::string::npos);
+  EXPECT_NE(refusal(sample_flags(), {"--port", "1"}).find("--model is required"), std::string::npos);
+  EXPECT_NE(refusal(sample_flags(), {"m", "--port"}).find("--port"), std::string::npos);
+}
+
+TEST(Flags, ValuesAreTypedAndRangeChecked) {
+  Flags flags = sample_flags();
+  flags.add_double("fraction", "a fraction", 0.5);
+  flags.set_range("fraction", 0, 1);
+  flags.set_range("port", 0, 65535);
+  ASSERT_TRUE(parse(flags, {"m", "--fraction", "0.25", "--port", "65535"}));
+  EXPECT_DOUBLE_EQ(flags.get_double("fraction"), 0.25);
+  EXPECT_EQ(flags.get_int("port"), 65535);
+
+  Flags bounds = sample_flags();
+  bounds.add_double("fraction", "a fraction", 0.5);
+  bounds.set_range("fraction", 0, 1);
+  bounds.set_range("port", 0, 65535);
+  EXPECT_NE(refusal(bounds, {"m", "--port", "65536"}).find("--port: must be in [0, 65535], got 65536"),
+            std::string::npos);
+  EXPECT_NE(refusal(bounds, {"m", "--port=-1"}).find("must be in [0, 65535]"), std::string::npos);
+  EXPECT_NE(refusal(bounds, {"m", "--fraction", "1.5"}).find("--fraction: must be in [0, 1], got 1.5"),
+            std::string::npos);
+  EXPECT_NE(refusal(bounds, {"m", "--fraction", "nan"}).find("must be in [0, 1]"), std::string::npos);
+  EXPECT_NE(refusal(bounds, {"m", "--fraction", "half"}).find("--fraction: must be a number, got 'half'"),
+            std::string::npos);
+  EXPECT_NE(refusal(bounds, {"m", "--port", "80.5"}).find("--port: must be an integer, got '80.5'"),
+            std::string::npos);
+}
+
+// CLI11 alone would read "010" as octal 8 and saturate an integer that overflows.
+TEST(Flags, IntegersAreDecimalAndMustFit) {
+  Flags leading_zero = sample_flags();
+  ASSERT_TRUE(parse(leading_zero, {"m", "--port", "010"}));
+  EXPECT_EQ(leading_zero.get_int("port"), 10);
+  EXPECT_NE(refusal(sample_flags(), {"m", "--port", "0x10"}).find("must be an integer"), std::string::npos);
+  EXPECT_NE(refusal(sample_flags(), {"m", "--port", "99999999999999999999"}).find("must be an integer"),
+            std::string::npos);
+  Flags negative = sample_flags();
+  ASSERT_TRUE(parse(negative, {"m", "--port", "-3"}));
+  EXPECT_EQ(negative.get_int("port"), -3);
+}
+
+TEST(Flags, ARepeatedFlagTakesTheLastValueAsArgparseDoes) {
+  Flags flags = sample_flags();
+  ASSERT_TRUE(parse(flags, {"m", "--port", "1", "--port=2"}));
+  EXPECT_EQ(flags.get_int("port"), 2);
+}
+
+TEST(Flags, BooleansAreBareOrTakeTrueOrFalse) {
+  auto with_bool = [] {
+    Flags flags = sample_flags();
+    flags.add_bool("json", "print JSON");
+    return flags;
+  };
+  Flags bare = with_bool();
+  ASSERT_TRUE(parse(bare, {"m", "--json"}));
+  EXPECT_TRUE(bare.get_bool("json"));
+  Flags off = with_bool();
+  ASSERT_TRUE(parse(off, {"m", "--json=false"}));
+  EXPECT_FALSE(off.get_bool("json"));
+  Flags absent = with_bool();
+  ASSERT_TRUE(parse(absent, {"m"}));
+  EXPECT_FALSE(absent.get_bool("json"));
+  EXPECT_FALSE(absent.has("json"));
+  EXPECT_NE(refusal(with_bool(), {"m", "--json=maybe"}), "");
+}
+
+TEST(Flags, HasMeansGivenOrDefaulted) {
+  Flags flags = sample_flags();
+  ASSERT_TRUE(parse(flags, {"m"}));
+  EXPECT_TRUE(flags.has("model"));
+  EXPECT_TRUE(flags.has("port"));             // a fallback
+  EXPECT_FALSE(flags.has("max-model-len"));   // none
+  EXPECT_EQ(flags.get_int("max-model-len"), 0);
+  EXPECT_EQ(flags.get_string("port"), "8000");
 }
 
 }  // namespace

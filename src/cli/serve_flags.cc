@@ -1,5 +1,7 @@
 #include "cli/serve_flags.h"
 
+#include <limits>
+
 #include "cli/model_files.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -77,6 +79,26 @@ Flags serve_flags() {
   flags.add_alias("ep-size", "expert-parallel-size");  // SGLang
   flags.add_bool("enable-expert-parallel", "refused: expert parallelism arrives with issue 11");
   flags.add_string("speculative-config", "JSON", "refused: speculative decoding (MTP) arrives with issue 10");
+
+  // Ranges, refused while parsing (CLI11's message names the flag). serve.cc checks what needs more
+  // than a range (a positive --kv-cache-gb, --max-model-len against the model).
+  constexpr double kNoMax = std::numeric_limits<double>::infinity();
+  flags.set_range("port", 0, 65535);
+  flags.set_range("max-num-seqs", 1, kNoMax);
+  flags.set_range("max-num-batched-tokens", 1, kNoMax);
+  flags.set_range("max-model-len", 0, kNoMax);
+  flags.set_range("num-kv-pages", 0, 2147483647);  // page ids are int32
+  flags.set_range("gpu-memory-utilization", 0, 1);
+  flags.set_range("max-body-mb", 1, 4096);
+  flags.set_range("max-connections", 1, kNoMax);
+  for (const char* seconds :
+       {"header-timeout", "body-timeout", "send-timeout", "keep-alive-timeout", "shutdown-timeout"})
+    flags.set_range(seconds, 0, 86400);
+  flags.set_range("max-queued-mb", 1, 4096);
+  flags.set_range("request-threads", 1, 256);
+  flags.set_range("threads", 0, 4096);
+  for (const char* size : {"tensor-parallel-size", "data-parallel-size", "expert-parallel-size"})
+    flags.set_range(size, 1, 4096);
   return flags;
 }
 

@@ -105,9 +105,24 @@ TEST(ServeFlags, RequestsAreLoggedUnlessDisableLogRequestsIsGiven) {
 
 TEST(ServeFlags, HelpSaysWhatHasNoEffectAndWhichIssueBringsTheRest) {
   std::string help = serve_flags().help();
-  for (const char* expected : {"(also --model-path)", "(also --mem-fraction-static)", "no effect", "issue 9",
-                               "issue 10", "issue 11", "VLLM_API_KEY", "DSINFER_API_KEY wins"})
+  for (const char* expected : {"--model,--model-path DIR", "--gpu-memory-utilization,--mem-fraction-static X",
+                               "--tensor-parallel-size,--tp,--tp-size N", "no effect", "issue 9", "issue 10",
+                               "issue 11", "VLLM_API_KEY", "DSINFER_API_KEY wins", "[0, 65535]"})
     EXPECT_NE(help.find(expected), std::string::npos) << expected;
+}
+
+TEST(ServeFlags, NumbersOutOfRangeAreRefusedWhileParsing) {
+  EXPECT_NE(refusal({"/m", "--port", "70000"}).find("--port: must be in [0, 65535]"), std::string::npos);
+  EXPECT_NE(refusal({"/m", "--gpu-memory-utilization", "1.2"}).find("must be in [0, 1]"), std::string::npos);
+  EXPECT_NE(refusal({"/m", "--mem-fraction-static", "-0.5"}).find("must be in [0, 1]"), std::string::npos);
+  EXPECT_NE(refusal({"/m", "--max-num-seqs", "0"}).find("--max-num-seqs: must be at least 1, got 0"),
+            std::string::npos);
+  EXPECT_NE(refusal({"/m", "--shutdown-timeout", "100000"}).find("[0, 86400]"), std::string::npos);
+  EXPECT_NE(refusal({"/m", "--tp", "0"}).find("must be in [1, 4096]"), std::string::npos);
+  EXPECT_NE(refusal({"/m", "--max-model-len", "-1k"}).find("--max-model-len: must be an integer"),
+            std::string::npos);
+  EXPECT_NE(refusal({"/m", "--no-such-flag"}).find("not expected: --no-such-flag"), std::string::npos);
+  EXPECT_EQ(refusal({"/m", "--port", "0", "--max-num-seqs", "1", "--gpu-memory-utilization", "1"}), "");
 }
 
 }  // namespace

@@ -45,8 +45,13 @@ std::string final_answer(const std::string& completion) {
   return std::string(trim(answer));
 }
 
+bool answer_matches(const Json& row, const std::string& completion) {
+  const Json* answer = row.find("answer");
+  return answer != nullptr && answer->is_string() && final_answer(completion) == answer->as_string();
+}
+
 TaskResult evaluate_task(Engine& engine, const tokenizer::Tokenizer& tokenizer, const std::string& path,
-                         int64_t count, int64_t max_new_tokens) {
+                         int64_t count, int64_t max_new_tokens, const AnswerCheck& check) {
   std::vector<Json> rows = read_jsonl(path, count);
   struct Pending {
     std::string answer, text;
@@ -78,10 +83,11 @@ TaskResult evaluate_task(Engine& engine, const tokenizer::Tokenizer& tokenizer, 
   finished_cv.wait(lock, [&] { return finished == rows.size(); });
   TaskResult result;
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  for (const Pending& p : pending) {
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const Pending& p = pending[i];
     ++result.problems;
     result.generated_tokens += p.tokens;
-    if (final_answer(p.text) == p.answer) {
+    if (check(rows[i], p.text)) {
       ++result.correct;
     } else if (result.failures.size() < 5) {
       result.failures.push_back(str_cat("expected ", p.answer, ", got: ", p.text));

@@ -4,13 +4,16 @@
 // Task files are JSON lines written by tools/train_small_model.py next to the model:
 //   DIR/eval/<task>.jsonl      {"prompt": rendered chat prompt with BOS, "answer": "..."}
 //   DIR/eval/mtp_text.jsonl    {"text": a whole rendered conversation, "prompt": its prompt part}
-// A completion is right when the text after its last </think>, trimmed, equals the answer.
+// A completion is right when the text after its last </think>, trimmed, equals the answer, unless
+// the caller passes its own check (dsinfer eval scores DIR/eval/tool.jsonl's tool calls so).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "runtime/engine.h"
 
 namespace dsinfer::runtime {
@@ -24,12 +27,19 @@ struct TaskResult {
   double accuracy() const { return problems ? static_cast<double>(correct) / problems : 0.0; }
 };
 
-// Runs the first `count` problems of a task file (all at once; the engine batches them).
-TaskResult evaluate_task(Engine& engine, const tokenizer::Tokenizer& tokenizer, const std::string& path,
-                         int64_t count, int64_t max_new_tokens);
+// Whether `completion` is right for `row`, a line of a task file.
+using AnswerCheck = std::function<bool(const Json& row, const std::string& completion)>;
 
 // The answer a completion gives: the text after its last </think>, trimmed.
 std::string final_answer(const std::string& completion);
+
+// The default check: final_answer(completion) equals the row's "answer".
+bool answer_matches(const Json& row, const std::string& completion);
+
+// Runs the first `count` problems of a task file (all at once; the engine batches them). Every row
+// needs "prompt" and "answer" (shown for wrong completions, whatever `check` compares).
+TaskResult evaluate_task(Engine& engine, const tokenizer::Tokenizer& tokenizer, const std::string& path,
+                         int64_t count, int64_t max_new_tokens, const AnswerCheck& check = answer_matches);
 
 struct MtpResult {
   int64_t positions = 0;             // predictions made over whole conversations

@@ -92,6 +92,13 @@ int64_t parse_choice_count(const RequestFields& body) {
 void refuse_unsupported(const RequestFields& body) {
   if (body.boolean("use_beam_search").value_or(false))
     throw invalid_request("use_beam_search is not supported", "use_beam_search");
+  // vLLM's prompt_logprobs (0 included: the prompt tokens' own logprobs) would need the engine to
+  // keep the logits of every prompt position through chunked prefill, and to score the tokens the
+  // prefix cache skips; it keeps only each sequence's last row.
+  if (body.get("prompt_logprobs") != nullptr)  // null reads as absent
+    throw invalid_request("prompt_logprobs is not supported yet: it needs the engine to score every prompt token "
+                          "(it computes only the logits of the last one); leave it out or null",
+                          "prompt_logprobs");
 }
 
 // The fields both endpoints share. max_tokens and logprobs differ between them and are read by each.
@@ -133,7 +140,10 @@ GenerationParams parse_common(const RequestFields& body) {
   params.stream = body.boolean("stream").value_or(false);
   if (const Json* options = body.object("stream_options")) {
     if (!params.stream) throw invalid_request("stream_options is only allowed when stream is true", "stream_options");
-    params.include_usage = RequestFields(*options, "stream_options").boolean("include_usage").value_or(false);
+    RequestFields stream_options(*options, "stream_options");
+    params.include_usage = stream_options.boolean("include_usage").value_or(false);
+    params.continuous_usage =
+        params.include_usage && stream_options.boolean("continuous_usage_stats").value_or(false);
   }
   return params;
 }
@@ -249,6 +259,20 @@ void check_final_message_continues(const std::vector<ChatMessage>& messages,
                           "continue_final_message");
 }
 
+// include_reasoning (vLLM) and separate_reasoning (SGLang), both true by default. They change the
+// answer only when the server runs a reasoning parser.
+ReasoningOutput parse_reasoning_output(const RequestFields& body) {
+  const bool include = body.boolean("include_reasoning").value_or(true);
+  const bool separate = body.boolean("separate_reasoning").value_or(true);
+  if (!include && !separate)
+    throw invalid_request("include_reasoning: false and separate_reasoning: false contradict each other: the first "
+                          "drops the reasoning, the second keeps it in content; give one",
+                          "separate_reasoning");
+  if (!include) return ReasoningOutput::kOmit;
+  if (!separate) return ReasoningOutput::kInline;
+  return ReasoningOutput::kSeparate;
+}
+
 }  // namespace
 
 Json parse_json_body(std::string_view body) {
@@ -289,6 +313,7 @@ ChatCompletionRequest parse_chat_request(const Json& json) {
   std::optional<bool> add_generation_prompt = body.boolean("add_generation_prompt");
   if (request.continue_final_message) check_final_message_continues(request.messages, add_generation_prompt);
   request.add_generation_prompt = add_generation_prompt.value_or(!request.continue_final_message);
+  request.reasoning_output = parse_reasoning_output(body);
   return request;
 }
 

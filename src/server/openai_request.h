@@ -5,8 +5,8 @@
 // include_stop_str_in_output, chat_template_kwargs, add_generation_prompt), so clients written
 // for either work unchanged. As in vLLM, unknown fields are ignored and a known field of the wrong
 // type is an error. A field we know but cannot honour yet (best_of > n, echo with logprobs,
-// images) is refused with a 400 rather than silently
-// ignored, because ignoring it would change the answer without telling the client.
+// prompt_logprobs, images) is refused with a 400 rather than silently ignored, because ignoring it
+// would change the answer without telling the client.
 //
 // n > 1 asks for n choices of each prompt (choice_fanout.h runs them); /v1/completions takes a batch
 // of prompts; chat's continue_final_message continues the last (assistant) message (chat_prompt.h).
@@ -26,6 +26,7 @@
 #include "server/openai_messages.h"
 #include "server/openai_structured.h"
 #include "server/openai_tools.h"
+#include "server/reasoning_parser.h"
 
 namespace dsinfer::server {
 
@@ -54,6 +55,9 @@ struct GenerationParams {
   int32_t logprobs = -1;              // -1: none; N >= 0: the chosen token's logprob and the top N
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
+  // stream_options.continuous_usage_stats, with include_usage (as vLLM reads it): every chunk
+  // carries its choice's usage so far.
+  bool continuous_usage = false;
   int64_t n = 1;                      // choices per prompt; best_of, when given, must equal it
   // Structured output, in whichever spelling the client used (openai_structured.h), and logit_bias.
   std::optional<StructuredOutputRequest> structured_output;
@@ -72,6 +76,9 @@ struct ChatCompletionRequest {
   // vLLM's field: the last message is the assistant's, and the answer continues its text instead
   // of starting a new turn (chat_prompt.h renders it). Needs add_generation_prompt false.
   bool continue_final_message = false;
+  // With a reasoning parser: vLLM's include_reasoning: false drops the thinking (kOmit); SGLang's
+  // separate_reasoning: false leaves it in content (kInline). Both false contradict each other: a 400.
+  ReasoningOutput reasoning_output = ReasoningOutput::kSeparate;
 
   // The `messages` the chat template reads: each message with its text content as one string.
   Json template_messages() const;

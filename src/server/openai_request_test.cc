@@ -109,6 +109,17 @@ const BadBody kBadBodies[] = {
     {kCompletions, R"({"prompt":"a","echo":true,"logprobs":1})", "echo",
      "echo with logprobs is not supported yet (it needs the prompt's logprobs)"},
     {kCompletions, R"({"prompt":"a","suffix":"z"})", "suffix", "suffix is not supported"},
+    {kCompletions, R"({"prompt":"a","prompt_logprobs":1})", "prompt_logprobs",
+     "prompt_logprobs is not supported yet: it needs the engine to score every prompt token"},
+    {kChat, R"({)" MSG R"(,"prompt_logprobs":0})", "prompt_logprobs", "prompt_logprobs is not supported yet"},
+    // Reasoning: vLLM's include_reasoning and SGLang's separate_reasoning.
+    {kChat, R"({)" MSG R"(,"include_reasoning":false,"separate_reasoning":false})", "separate_reasoning",
+     "include_reasoning: false and separate_reasoning: false contradict each other"},
+    {kChat, R"({)" MSG R"(,"include_reasoning":"no"})", "include_reasoning",
+     "include_reasoning must be a boolean, got string"},
+    {kChat, R"({)" MSG R"(,"separate_reasoning":0})", "separate_reasoning", "must be a boolean"},
+    {kChat, R"({)" MSG R"(,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":1}})",
+     "stream_options.continuous_usage_stats", "must be a boolean"},
     // Structured output and logit_bias (issue 12; openai_structured_test.cc has the rest).
     {kChat, R"({)" MSG R"(,"response_format":{"type":"json_schema","json_schema":{}}})",
      "response_format.json_schema.schema", "response_format.json_schema.schema is required"},
@@ -273,6 +284,38 @@ TEST(OpenAIRequest, CompletionPromptShapes) {
       parse_completion_request(parse_json_body(R"({"prompt":"a","logprobs":5,"add_special_tokens":false})"));
   EXPECT_EQ(request.params.logprobs, 5);
   EXPECT_FALSE(request.add_special_tokens);
+}
+
+TEST(OpenAIRequest, ReasoningFieldsChooseWhatTheAnswerShowsOfTheThinking) {
+  auto output_of = [](const std::string& fields) {
+    return parse_chat_request(parse_json_body(R"({"messages":[{"role":"user","content":"x"}])" + fields + "}"))
+        .reasoning_output;
+  };
+  EXPECT_EQ(output_of(""), ReasoningOutput::kSeparate);
+  EXPECT_EQ(output_of(R"(,"include_reasoning":true,"separate_reasoning":true)"), ReasoningOutput::kSeparate);
+  EXPECT_EQ(output_of(R"(,"include_reasoning":null)"), ReasoningOutput::kSeparate);
+  EXPECT_EQ(output_of(R"(,"include_reasoning":false)"), ReasoningOutput::kOmit);
+  EXPECT_EQ(output_of(R"(,"separate_reasoning":false)"), ReasoningOutput::kInline);
+  EXPECT_EQ(output_of(R"(,"include_reasoning":false,"separate_reasoning":true)"), ReasoningOutput::kOmit);
+}
+
+TEST(OpenAIRequest, ContinuousUsageNeedsIncludeUsageAsInVllm) {
+  auto continuous = [](const std::string& stream_options) {
+    const std::string body = R"({"prompt":"x","stream":true,"stream_options":)" + stream_options + "}";
+    return parse_completion_request(parse_json_body(body)).params.continuous_usage;
+  };
+  EXPECT_TRUE(continuous(R"({"include_usage":true,"continuous_usage_stats":true})"));
+  EXPECT_FALSE(continuous(R"({"include_usage":true,"continuous_usage_stats":false})"));
+  EXPECT_FALSE(continuous(R"({"include_usage":true})"));
+  EXPECT_FALSE(continuous(R"({"continuous_usage_stats":true})"));  // vLLM: only with include_usage
+  EXPECT_TRUE(parse_chat_request(parse_json_body(R"({"messages":[{"role":"user","content":"x"}],"stream":true,)"
+                                                 R"("stream_options":{"include_usage":true,)"
+                                                 R"("continuous_usage_stats":true}})"))
+                  .params.continuous_usage);
+}
+
+TEST(OpenAIRequest, PromptLogprobsNullIsAbsent) {
+  EXPECT_NO_THROW(parse_completion_request(parse_json_body(R"({"prompt":"a","prompt_logprobs":null})")));
 }
 
 TEST(OpenAIRequest, ChoicesAndContinuingTheFinalMessage) {

@@ -80,10 +80,10 @@ Json chat_finish_reason_json(runtime::FinishReason reason, bool made_calls) {
 Json chat_answer_choice(int64_t index, const Generation& generation, const OutputFormat& format) {
   std::optional<std::string> content = generation.text;
   Json reasoning;
-  if (format.reasoning) {
+  if (format.reasoning && format.reasoning_output != ReasoningOutput::kInline) {
     ReasoningSplit split = ReasoningParser::split(generation.text);
     content = std::move(split.content);
-    reasoning = std::move(split.reasoning);
+    if (format.reasoning_output == ReasoningOutput::kSeparate) reasoning = std::move(split.reasoning);
   }
   Json tool_calls = Json::array();
   if (format.tools.enabled() && content) {

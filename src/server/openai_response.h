@@ -2,9 +2,11 @@
 // text_completion object, shaped as the OpenAI API sends them, with `usage` always present.
 //
 // The chat message carries `reasoning_content` (DeepSeek's API and vLLM's field) when a reasoning
-// parser is on, and `tool_calls` when the request's tools are parsed. The chain is the one vLLM
-// runs: the reasoning parser first, then the tool-call parser on what is left as content; with
-// calls, empty content is null and a model that stopped by itself finishes with "tool_calls".
+// parser is on (null when the request said include_reasoning: false, or separate_reasoning: false,
+// which leaves the thinking in content), and `tool_calls` when the request's tools are parsed. The
+// chain is the one vLLM runs: the reasoning parser first, then the tool-call parser on what is left
+// as content; with calls, empty content is null and a model that stopped by itself finishes with
+// "tool_calls".
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include "runtime/request.h"
 #include "server/openai_logprobs.h"
 #include "server/openai_tools.h"
+#include "server/reasoning_parser.h"
 
 namespace dsinfer::server {
 
@@ -61,6 +64,9 @@ struct OutputFormat {
   TokenText token_text;   // needed when logprobs is set
   bool reasoning = false; // --reasoning-parser deepseek-r1: <think>...</think> becomes reasoning_content
   ToolParsing tools;      // the content's tool calls become tool_calls (openai_tools.h)
+  // With `reasoning`: the request's choice (include_reasoning, separate_reasoning). Not kSeparate:
+  // reasoning_content is null in a whole answer and absent from a stream's deltas.
+  ReasoningOutput reasoning_output = ReasoningOutput::kSeparate;
 };
 
 // The chat finish_reason: "tool_calls" instead of "stop" when the answer made calls. A cut-off

@@ -62,6 +62,27 @@ TEST(OpenAIResponse, ChatCompletionWithReasoning) {
             R"({"role":"assistant","content":null,"reasoning_content":"still thinking"})");
 }
 
+TEST(OpenAIResponse, IncludeReasoningFalseDropsTheThinking) {
+  OutputFormat format;
+  format.reasoning = true;
+  format.reasoning_output = ReasoningOutput::kOmit;
+  Json response = chat_completion_response(kMeta, two_token_generation("<think>hmm</think>", "\n\nFour."), format);
+  EXPECT_EQ(response.find("choices")->at(0).find("message")->dump(),
+            R"({"role":"assistant","content":"\n\nFour.","reasoning_content":null})");
+  response = chat_completion_response(kMeta, two_token_generation("still ", "thinking"), format);
+  EXPECT_EQ(response.find("choices")->at(0).find("message")->dump(),
+            R"({"role":"assistant","content":null,"reasoning_content":null})");
+}
+
+TEST(OpenAIResponse, SeparateReasoningFalseLeavesTheThinkingInContent) {
+  OutputFormat format;
+  format.reasoning = true;
+  format.reasoning_output = ReasoningOutput::kInline;
+  Json response = chat_completion_response(kMeta, two_token_generation("hmm</think>", "\n\nFour."), format);
+  EXPECT_EQ(response.find("choices")->at(0).find("message")->dump(),
+            R"({"role":"assistant","content":"hmm</think>\n\nFour.","reasoning_content":null})");
+}
+
 TEST(OpenAIResponse, ChatLogprobs) {
   OutputFormat format{true, token_text, false, {}};
   Json response = chat_completion_response(kMeta, two_token_generation("t1", "t2"), format);

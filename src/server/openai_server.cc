@@ -345,12 +345,15 @@ void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std:
         constraints.compile(*constraint, *served_model.tokenizer, *served_model.engine, options.reasoning);
 
   ResponseMeta meta{new_response_id("chatcmpl-"), unix_time_now(), options.served_model_name};
-  OutputFormat format{chat.params.logprobs >= 0, token_text(), options.reasoning, std::move(tools)};
+  OutputFormat format{chat.params.logprobs >= 0, token_text(), options.reasoning, std::move(tools),
+                      chat.reasoning_output};
   FanOutRequest answer{meta, "chat.completion", "chat.completion.chunk", chat.params.stream,
                        chat.params.include_usage, chat.params.n, {}, nullptr};
+  const ContinuousUsage continuous_usage{chat.params.continuous_usage, static_cast<int64_t>(prompt.size())};
   answer.prompts.push_back({std::move(prompt), std::move(request_options)});
-  answer.format = [meta, format, include_usage = chat.params.include_usage](size_t, int64_t index) {
-    auto stream = std::make_shared<ChatCompletionStream>(meta, format, include_usage, StreamChoice{index, false});
+  answer.format = [meta, format, include_usage = chat.params.include_usage, continuous_usage](size_t, int64_t index) {
+    auto stream = std::make_shared<ChatCompletionStream>(meta, format, include_usage, StreamChoice{index, false},
+                                                         continuous_usage);
     return ChoiceFormat{[stream] { return stream->begin(); },
                         [stream](const runtime::StreamOutput& output) { return stream->next(output); },
                         [format, index](const Generation& generation) {
@@ -388,9 +391,13 @@ void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shar
     answer.prompts.push_back({std::move(prompt), std::move(request_options)});
   }
   OutputFormat format{completion.params.logprobs >= 0, token_text(), false, {}};
+  std::vector<int64_t> prompt_tokens;  // of each prompt, for continuous usage
+  for (const ChoicePrompt& prompt : answer.prompts) prompt_tokens.push_back(static_cast<int64_t>(prompt.tokens.size()));
   answer.format = [meta, format, include_usage = completion.params.include_usage,
+                   continuous = completion.params.continuous_usage, prompt_tokens = std::move(prompt_tokens),
                    echoed = std::move(echoed)](size_t prompt_index, int64_t index) {
-    auto stream = std::make_shared<CompletionStream>(meta, format, include_usage, StreamChoice{index, false});
+    auto stream = std::make_shared<CompletionStream>(meta, format, include_usage, StreamChoice{index, false},
+                                                     ContinuousUsage{continuous, prompt_tokens[prompt_index]});
     std::string echo = echoed.empty() ? std::string() : echoed[prompt_index];
     auto pending_echo = std::make_shared<std::string>(echo);
     return ChoiceFormat{nullptr,

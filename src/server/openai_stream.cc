@@ -24,14 +24,16 @@ Json ChunkEnvelope::chunk_json(Json choices) const {
   return chunk;
 }
 
-std::string ChunkEnvelope::chunk(Json choice) const {
-  return sse_event(chunk_json(Json(Json::Array{std::move(choice)})));
+std::string ChunkEnvelope::chunk(Json choice, Json usage) const {
+  Json chunk = chunk_json(Json(Json::Array{std::move(choice)}));
+  if (!usage.is_null()) chunk["usage"] = std::move(usage);
+  return sse_event(chunk);
 }
 
-std::string ChunkEnvelope::finish(const runtime::StreamOutput& last, Json finish_choice) const {
+std::string ChunkEnvelope::finish(const runtime::StreamOutput& last, Json finish_choice, Json usage) const {
   if (last.finish_reason == runtime::FinishReason::kError)
     return str_cat("data: ", error_body(500, last.error), "\n\n");
-  return chunk(std::move(finish_choice));
+  return chunk(std::move(finish_choice), std::move(usage));
 }
 
 std::string ChunkEnvelope::close(const std::optional<Usage>& usage) const {
@@ -44,9 +46,18 @@ std::string ChunkEnvelope::close(const std::optional<Usage>& usage) const {
   return events.append(kSseDone);
 }
 
-std::string ChunkEnvelope::end(const runtime::StreamOutput& last, Json finish_choice) const {
+std::string ChunkEnvelope::end(const runtime::StreamOutput& last, Json finish_choice, Json usage) const {
   const bool failed = last.finish_reason == runtime::FinishReason::kError;
-  return finish(last, std::move(finish_choice)) + close(failed ? std::nullopt : std::optional(usage_of(last)));
+  return finish(last, std::move(finish_choice), std::move(usage)) +
+         close(failed ? std::nullopt : std::optional(usage_of(last)));
+}
+
+Json usage_so_far_json(int64_t prompt_tokens, int64_t completion_tokens) {
+  Json usage = Json::object();
+  usage["prompt_tokens"] = prompt_tokens;
+  usage["completion_tokens"] = completion_tokens;
+  usage["total_tokens"] = prompt_tokens + completion_tokens;
+  return usage;
 }
 
 namespace {
@@ -89,19 +100,29 @@ Json tool_call_delta(const ToolCallDelta& call, bool announce) {
 
 // The end of a choice: its finish (or error) and, when it ends the stream, the stream's end.
 std::string choice_end(const ChunkEnvelope& envelope, StreamChoice choice, const runtime::StreamOutput& last,
-                       Json finish_choice) {
-  if (choice.ends_stream) return envelope.end(last, std::move(finish_choice));
-  return envelope.finish(last, std::move(finish_choice));
+                       Json finish_choice, Json usage) {
+  if (choice.ends_stream) return envelope.end(last, std::move(finish_choice), std::move(usage));
+  return envelope.finish(last, std::move(finish_choice), std::move(usage));
+}
+
+Json usage_so_far(const ContinuousUsage& continuous, int64_t completion_tokens) {
+  return continuous.enabled ? usage_so_far_json(continuous.prompt_tokens, completion_tokens) : Json();
 }
 
 }  // namespace
 
 ChatCompletionStream::ChatCompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage,
-                                           StreamChoice choice)
-    : envelope_(std::move(meta), "chat.completion.chunk", include_usage), choice_(choice), format_(std::move(format)) {
-  if (format_.reasoning) reasoning_.emplace();
+                                           StreamChoice choice, ContinuousUsage continuous_usage)
+    : envelope_(std::move(meta), "chat.completion.chunk", include_usage),
+      choice_(choice),
+      format_(std::move(format)),
+      continuous_usage_(continuous_usage) {
+  // separate_reasoning: false leaves the thinking in the text, where nothing looks for it.
+  if (format_.reasoning && format_.reasoning_output != ReasoningOutput::kInline) reasoning_.emplace();
   if (format_.tools.enabled()) tool_calls_.emplace(format_.tools.parser, format_.tools.offered);
 }
+
+Json ChatCompletionStream::usage() const { return usage_so_far(continuous_usage_, completion_tokens_); }
 
 std::string ChatCompletionStream::begin() {
   if (begun_) return "";
@@ -109,16 +130,18 @@ std::string ChatCompletionStream::begin() {
   Json delta = Json::object();
   delta["role"] = "assistant";
   delta["content"] = "";
-  return envelope_.chunk(chat_choice(choice_.index, std::move(delta), Json(), Json()));
+  return envelope_.chunk(chat_choice(choice_.index, std::move(delta), Json(), Json()), usage());
 }
 
 std::string ChatCompletionStream::next(const runtime::StreamOutput& output) {
   if (ended_) return "";
   std::string events = begin();
+  completion_tokens_ += static_cast<int64_t>(output.token_ids.size());
   ReasoningDelta text{.reasoning = "", .content = output.text};
   if (reasoning_) {
     text = reasoning_->push(output.text);
     if (output.finished) text.reasoning += reasoning_->finish().reasoning;
+    if (format_.reasoning_output == ReasoningOutput::kOmit) text.reasoning.clear();
   }
   ToolStreamDelta calls;
   if (tool_calls_) {  // the tool-call parser reads what the reasoning parser left as content
@@ -142,34 +165,43 @@ std::string ChatCompletionStream::next(const runtime::StreamOutput& output) {
   for (size_t i = 0; i < deltas.size(); ++i) {
     // The delivery's logprobs ride on its first chunk.
     Json logprobs = format_.logprobs && i == 0 ? chat_logprobs(output.logprobs, format_.token_text) : Json();
-    events += envelope_.chunk(chat_choice(choice_.index, std::move(deltas[i]), std::move(logprobs), Json()));
+    events +=
+        envelope_.chunk(chat_choice(choice_.index, std::move(deltas[i]), std::move(logprobs), Json()), usage());
   }
   if (output.finished) {
     ended_ = true;
     bool made_calls = tool_calls_ && !tool_calls_->streamed().calls.empty();
     events += choice_end(envelope_, choice_, output,
                          chat_choice(choice_.index, Json::object(), Json(),
-                                     chat_finish_reason_json(output.finish_reason, made_calls)));
+                                     chat_finish_reason_json(output.finish_reason, made_calls)),
+                         usage());
   }
   return events;
 }
 
-CompletionStream::CompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage, StreamChoice choice)
-    : envelope_(std::move(meta), "text_completion", include_usage), choice_(choice), format_(std::move(format)) {}
+CompletionStream::CompletionStream(ResponseMeta meta, OutputFormat format, bool include_usage, StreamChoice choice,
+                                   ContinuousUsage continuous_usage)
+    : envelope_(std::move(meta), "text_completion", include_usage),
+      choice_(choice),
+      format_(std::move(format)),
+      continuous_usage_(continuous_usage) {}
 
 std::string CompletionStream::next(const runtime::StreamOutput& output) {
   if (ended_) return "";
+  completion_tokens_ += static_cast<int64_t>(output.token_ids.size());
+  const Json usage = usage_so_far(continuous_usage_, completion_tokens_);
   std::string events;
   bool has_logprobs = format_.logprobs && !output.logprobs.empty();
   if (!output.text.empty() || has_logprobs) {
     Json logprobs =
         format_.logprobs ? completion_logprobs(output.logprobs, format_.token_text, text_offset_) : Json();
-    events += envelope_.chunk(completion_choice(choice_.index, output.text, std::move(logprobs), Json()));
+    events += envelope_.chunk(completion_choice(choice_.index, output.text, std::move(logprobs), Json()), usage);
   }
   if (output.finished) {
     ended_ = true;
     events += choice_end(envelope_, choice_, output,
-                         completion_choice(choice_.index, "", Json(), finish_reason_json(output.finish_reason)));
+                         completion_choice(choice_.index, "", Json(), finish_reason_json(output.finish_reason)),
+                         usage);
   }
   return events;
 }

@@ -107,6 +107,73 @@ TEST(OpenAIStream, ReasoningDeltasWithATagSplitAcrossDeliveries) {
                     }));
 }
 
+// The deltas of a chat stream fed `pieces` (the last one finishes it), each as compact JSON.
+std::vector<std::string> chat_deltas(ChatCompletionStream& stream, const std::vector<std::string>& pieces) {
+  std::string body = stream.begin();
+  for (size_t i = 0; i + 1 < pieces.size(); ++i) body += stream.next(piece(pieces[i], static_cast<int32_t>(i)));
+  body += stream.next(last(pieces.back(), FinishReason::kStop));
+  std::vector<std::string> deltas;
+  for (const std::string& event : events_of(body))
+    if (event != "[DONE]") deltas.push_back(Json::parse(event).find("choices")->at(0).find("delta")->dump());
+  return deltas;
+}
+
+TEST(OpenAIStream, IncludeReasoningFalseStreamsNoReasoning) {
+  OutputFormat format;
+  format.reasoning = true;
+  format.reasoning_output = ReasoningOutput::kOmit;
+  ChatCompletionStream stream(kMeta, format, false);
+  const std::vector<std::string> expected = {R"({"role":"assistant","content":""})", R"({"content":"\n\n4"})", "{}"};
+  EXPECT_EQ(chat_deltas(stream, {"<think>Let", " me</thi", "nk>\n\n4", ""}), expected);
+}
+
+TEST(OpenAIStream, SeparateReasoningFalseStreamsTheThinkingAsContent) {
+  OutputFormat format;
+  format.reasoning = true;
+  format.reasoning_output = ReasoningOutput::kInline;
+  ChatCompletionStream stream(kMeta, format, false);
+  const std::vector<std::string> expected = {R"({"role":"assistant","content":""})", R"({"content":"Let"})",
+                                             R"({"content":" me</thi"})", R"({"content":"nk>\n\n4"})", "{}"};
+  EXPECT_EQ(chat_deltas(stream, {"Let", " me</thi", "nk>\n\n4", ""}), expected);
+}
+
+TEST(OpenAIStream, ContinuousUsageCountsEveryChunkOfTheChoice) {
+  ChatCompletionStream stream(kMeta, OutputFormat{}, /*include_usage=*/true, StreamChoice{},
+                              ContinuousUsage{true, 5});
+  std::string body = stream.begin();
+  body += stream.next(piece("Hel", 1));
+  StreamOutput two = piece("l", 2);
+  two.token_ids = {2, 3};
+  body += stream.next(two);
+  body += stream.next(last("o", FinishReason::kStop));
+  std::vector<std::string> events = events_of(body);
+  ASSERT_EQ(events.size(), 7u);  // role, 3 contents, finish, usage, [DONE]
+  const int64_t completion[] = {0, 1, 3, 4, 4};
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(Json::parse(events[i]).find("usage")->dump(),
+              str_cat(R"({"prompt_tokens":5,"completion_tokens":)", completion[i],
+                      R"(,"total_tokens":)", 5 + completion[i], "}"))
+        << events[i];
+  EXPECT_EQ(Json::parse(events[5]).find("choices")->size(), 0u);  // the final usage chunk, as before
+  EXPECT_EQ(Json::parse(events[5]).find("usage")->find("completion_tokens")->as_int(), 3);  // last()'s count
+  EXPECT_EQ(events[6], "[DONE]");
+}
+
+TEST(OpenAIStream, ContinuousUsageInCompletionChunks) {
+  CompletionStream stream(kMeta, OutputFormat{}, /*include_usage=*/true, StreamChoice{}, ContinuousUsage{true, 2});
+  std::string body = stream.next(piece("a", 7));
+  body += stream.next(last("b", FinishReason::kLength));
+  std::vector<std::string> events = events_of(body);
+  ASSERT_EQ(events.size(), 5u);  // two texts, finish, usage, [DONE]
+  EXPECT_EQ(Json::parse(events[0]).find("usage")->dump(),
+            R"({"prompt_tokens":2,"completion_tokens":1,"total_tokens":3})");
+  EXPECT_EQ(Json::parse(events[2]).find("usage")->dump(),  // the finish chunk
+            R"({"prompt_tokens":2,"completion_tokens":2,"total_tokens":4})");
+  // Without it, the same chunks carry null usage.
+  CompletionStream plain(kMeta, OutputFormat{}, /*include_usage=*/true);
+  EXPECT_TRUE(Json::parse(events_of(plain.next(piece("a", 7)))[0]).find("usage")->is_null());
+}
+
 TEST(OpenAIStream, ReasoningHeldAtTheEndIsFlushed) {
   OutputFormat format;
   format.reasoning = true;

@@ -25,6 +25,13 @@
 
 namespace dsinfer::server {
 
+// What an answer shows of the thinking when the server runs a reasoning parser, per request.
+enum class ReasoningOutput {
+  kSeparate,  // reasoning_content beside content (the default)
+  kOmit,      // content only, the thinking dropped: vLLM's include_reasoning: false
+  kInline,    // the model's text as it is, tags included, in content: SGLang's separate_reasoning: false
+};
+
 struct ReasoningDelta {
   std::string reasoning;
   std::string content;
