@@ -304,6 +304,7 @@ ChatCompletionRequest parse_chat_request(const Json& json) {
   request.tools = parse_tools(body);
   request.tool_choice = parse_tool_choice(body, request.tools);
   request.tool_choice_function = tool_choice_function(body);
+  request.parallel_tool_calls = body.boolean("parallel_tool_calls").value_or(true);
   // The parser must see the call markers, which a tokenizer may count as special tokens (the
   // test fixtures' does): when calls are parsed they stay in the text unless the client says.
   if (request.tool_choice != ToolChoice::kNone && !request.tools.is_null() && !body.get("skip_special_tokens"))

@@ -71,6 +71,8 @@ struct ChatCompletionRequest {
   Json tools;                         // null, or the list of tool definitions, as sent (openai_tools.h)
   ToolChoice tool_choice = ToolChoice::kNone;
   std::string tool_choice_function;   // ToolChoice::kNamed: the function the answer must call
+  bool parallel_tool_calls = true;    // false: at most one call (forced calls stop after it; later
+                                      // calls the model writes are dropped)
   Json chat_template_kwargs;          // null, or an object of extra template variables
   bool add_generation_prompt = true;  // false by default when continuing the final message
   // vLLM's field: the last message is the assistant's, and the answer continues its text instead

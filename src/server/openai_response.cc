@@ -88,7 +88,10 @@ Json chat_answer_choice(int64_t index, const Generation& generation, const Outpu
   Json tool_calls = Json::array();
   if (format.tools.enabled() && content) {
     ToolCallParse parse = ToolCallParser(format.tools.parser, format.tools.offered).parse(*content);
-    for (const ToolCall& call : parse.calls) tool_calls.push_back(tool_call_json(call));
+    for (const ToolCall& call : parse.calls) {
+      if (format.tools.max_calls > 0 && tool_calls.size() >= format.tools.max_calls) break;  // parallel_tool_calls
+      tool_calls.push_back(tool_call_json(call));
+    }
     content = std::move(parse.content);
     if (content->empty()) content.reset();
   }

@@ -331,6 +331,7 @@ void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std:
   check_model_name(chat.model);
   ToolParsing tools =
       tool_parsing(chat.tools, chat.tool_choice, options.tool_call_parser, options.enable_auto_tool_choice);
+  if (!chat.parallel_tool_calls) tools.max_calls = 1;
   if (served_model.chat_template == nullptr)
     throw invalid_request("this model has no chat template; use /v1/completions", "messages");
   std::string text = render_chat_prompt(*served_model.chat_template, chat);
@@ -340,7 +341,7 @@ void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std:
   // Structured output, or a forced tool call; the grammar applies to the answer, after the reasoning.
   if (std::optional<StructuredOutputRequest> constraint =
           chat_constraint(chat.params.structured_output, chat.tools, chat.tool_choice, chat.tool_choice_function,
-                          options.tool_call_parser))
+                          options.tool_call_parser, chat.parallel_tool_calls))
     request_options.constraint =
         constraints.compile(*constraint, *served_model.tokenizer, *served_model.engine, options.reasoning);
 

@@ -158,6 +158,7 @@ std::string ChatCompletionStream::next(const runtime::StreamOutput& output) {
     deltas.push_back(std::move(delta));
   }
   for (const ToolCallDelta& call : calls.tool_calls) {
+    if (format_.tools.max_calls > 0 && call.index >= format_.tools.max_calls) continue;  // parallel_tool_calls
     if (!call.id.empty()) deltas.push_back(tool_call_delta(call, /*announce=*/true));
     if (!call.arguments.empty()) deltas.push_back(tool_call_delta(call, /*announce=*/false));
   }

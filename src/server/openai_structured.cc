@@ -182,8 +182,9 @@ Json const_string(std::string_view value) {
 }
 
 // xgrammar's structural tag for the forced calls: the section's markers around one or more calls
-// (one for a named function, and for Kimi) of the offered functions.
-GrammarSpec forced_tool_call(const Json& tools, const std::string& function, const std::string& parser) {
+// (one for a named function, for Kimi, and with parallel_tool_calls false) of the offered functions.
+GrammarSpec forced_tool_call(const Json& tools, const std::string& function, const std::string& parser,
+                             bool one_call) {
   const ToolCallFormat& format = tool_call_format(parser);
   Json tags = Json::array();
   for (const Json& tool : tools.as_array()) {
@@ -201,7 +202,7 @@ GrammarSpec forced_tool_call(const Json& tools, const std::string& function, con
   calls["tags"] = std::move(tags);
   calls["separator"] = format.name == "deepseek_v3" ? "\n" : "";  // V3's template puts later calls on a new line
   calls["at_least_one"] = true;
-  calls["stop_after_first"] = !function.empty() || format.name == "kimi_k2";
+  calls["stop_after_first"] = one_call || !function.empty() || format.name == "kimi_k2";
   Json sequence = Json::object();
   sequence["type"] = "sequence";
   sequence["elements"] = Json::array();
@@ -218,14 +219,15 @@ GrammarSpec forced_tool_call(const Json& tools, const std::string& function, con
 
 std::optional<StructuredOutputRequest> chat_constraint(std::optional<StructuredOutputRequest> requested,
                                                        const Json& tools, ToolChoice choice,
-                                                       const std::string& function, const std::string& parser) {
+                                                       const std::string& function, const std::string& parser,
+                                                       bool parallel) {
   if (choice != ToolChoice::kRequired && choice != ToolChoice::kNamed) return requested;
   if (requested)
     throw invalid_request(str_cat("a forced tool call (tool_choice) cannot be combined with ", requested->field,
                                   ": the answer is the call"),
                           requested->field);
-  return StructuredOutputRequest{forced_tool_call(tools, choice == ToolChoice::kNamed ? function : "", parser),
-                                 "tool_choice"};
+  return StructuredOutputRequest{
+      forced_tool_call(tools, choice == ToolChoice::kNamed ? function : "", parser, !parallel), "tool_choice"};
 }
 
 std::optional<StructuredOutputRequest> parse_structured_output(const RequestFields& body) {

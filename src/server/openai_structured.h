@@ -45,9 +45,11 @@ std::vector<runtime::LogitBias> parse_logit_bias(const RequestFields& body);
 
 // The constraint of a chat request: `requested` (its structured-output fields), or for tool_choice
 // "required" / a named function the forced call in `parser`'s format (`tools` as parse_tools
-// returned them; `function` the named one, or empty for any). Both at once is a 400.
+// returned them; `function` the named one, or empty for any; one call only unless `parallel`).
+// Both at once is a 400.
 std::optional<StructuredOutputRequest> chat_constraint(std::optional<StructuredOutputRequest> requested,
                                                        const Json& tools, ToolChoice choice,
-                                                       const std::string& function, const std::string& parser);
+                                                       const std::string& function, const std::string& parser,
+                                                       bool parallel = true);
 
 }  // namespace dsinfer::server

@@ -42,6 +42,7 @@ std::string tool_choice_function(const RequestFields& body);
 struct ToolParsing {
   std::string parser;                // a --tool-call-parser name; empty: the output is not parsed
   std::vector<std::string> offered;  // the request's function names: a call to any other is content
+  size_t max_calls = 0;              // parallel_tool_calls false: 1 (calls after it are dropped); 0: any
 
   bool enabled() const { return !parser.empty(); }
 };

@@ -137,6 +137,44 @@ TEST(Server, ToolCallsComeBackAsToolCallsWholeAndStreamed) {
   EXPECT_EQ(arguments, R"({"city": "Paris"})");
 }
 
+TEST(Server, ParallelToolCallsFalseKeepsOnlyTheFirstCallWholeAndStreamed) {
+  const std::string two_calls =
+      "<think>Two cities.</think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```"
+      "<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Rome\"}\n```"
+      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  ScriptedServer served(two_calls, tool_options());
+  auto calls_of = [](const HttpClientResponse& response) -> size_t {
+    Json answer = Json::parse(response.body);
+    const Json* calls = answer.find("choices")->at(0).find("message")->find("tool_calls");
+    return calls == nullptr ? 0 : calls->size();
+  };
+  HttpClientResponse both = served.chat(str_cat(kWeatherTool, R"(, "temperature": 0)"));
+  ASSERT_EQ(both.status, 200) << both.body;
+  EXPECT_EQ(calls_of(both), 2u);
+  HttpClientResponse one = served.chat(str_cat(kWeatherTool, R"(, "temperature": 0, "parallel_tool_calls": false)"));
+  ASSERT_EQ(one.status, 200) << one.body;
+  ASSERT_EQ(calls_of(one), 1u);
+  Json answer = Json::parse(one.body);
+  const Json& call = answer.find("choices")->at(0).find("message")->find("tool_calls")->at(0);
+  EXPECT_EQ(call.find("function")->find("arguments")->as_string(), R"({"city": "Paris"})");
+
+  HttpClientResponse streamed =
+      served.chat(str_cat(kWeatherTool, R"(, "stream": true, "parallel_tool_calls": false)"));
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  std::string arguments;
+  std::vector<std::string> events = sse_events(streamed.body);
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    Json chunk = Json::parse(events[i]);
+    const Json* calls = chunk.find("choices")->at(0).find("delta")->find("tool_calls");
+    if (calls == nullptr) continue;
+    for (const Json& piece : calls->as_array()) {
+      EXPECT_EQ(piece.find("index")->as_int(), 0);
+      arguments += piece.find("function")->find("arguments")->as_string();
+    }
+  }
+  EXPECT_EQ(arguments, R"({"city": "Paris"})");
+}
+
 TEST(Server, ToolChoiceNoneAndUnofferedFunctionsLeaveTheTextAsContent) {
   ScriptedServer served(kToolCallOutput, tool_options());
   std::string after_thinking = kToolCallOutput.substr(kToolCallOutput.find("</think>") + 8);

@@ -107,9 +107,11 @@ class CompletionsTest(unittest.TestCase):
 
 class ToolsTest(unittest.TestCase):
     def request(self, tool_choice, **extra):
-        # "required" lets the model write several calls (the server does not take parallel_tool_calls):
-        # no max_tokens then, which leaves it the rest of the context (~560 tokens; 3 calls take ~460).
-        limit = {} if tool_choice == "required" else {"max_tokens": TOOL_CALL_MAX_TOKENS}
+        # "required" lets the model write several calls: parallel_tool_calls false bounds it to one,
+        # which then fits the same max_tokens as a named call.
+        limit = {"max_tokens": TOOL_CALL_MAX_TOKENS}
+        if tool_choice == "required":
+            limit["parallel_tool_calls"] = False
         return dict(model=MODEL, messages=USER, tools=TOOLS, tool_choice=tool_choice, seed=0, temperature=1.0,
                     **limit, **extra)
 
@@ -126,7 +128,7 @@ class ToolsTest(unittest.TestCase):
     def test_required_returns_a_call_whose_arguments_fit_its_schema(self):
         choice = client().chat.completions.create(**self.request("required")).choices[0]
         self.assertEqual(choice.finish_reason, "tool_calls")
-        self.assertGreaterEqual(len(choice.message.tool_calls), 1)
+        self.assertEqual(len(choice.message.tool_calls), 1, "parallel_tool_calls false: one call")
         for call in choice.message.tool_calls:
             self.assertEqual(call.type, "function")
             self.assertTrue(call.id)
