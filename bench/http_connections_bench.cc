@@ -28,7 +28,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/strings.h"
-#include "server/http.h"
+#include "http/http.h"
 
 namespace dsinfer::server {
 namespace {

@@ -1,5 +1,5 @@
 // libFuzzer target: the bytes a client sends the HTTP server, read the way a connection reads them
-// (server/http_parse.h: Beast's parser with a body limit, then check_request_head before the body;
+// (http/http_parse.h: Beast's parser with a body limit, then check_request_head before the body;
 // after a whole request the bytes that follow start the next one, as on a keep-alive connection).
 //
 // Every input is read twice: all bytes at once, and in pieces of varying size as a socket might
@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "server/http.h"
-#include "server/http_parse.h"
+#include "http/http.h"
+#include "http/http_parse.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
-#include "server/openai_request.h"
+#include "openai/openai_request.h"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include "loadgen/report.h"
 #include "loadgen/request_metrics.h"
 #include "loadgen/workload.h"
-#include "server/http.h"
+#include "http/http.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsinfer::cli {

@@ -10,7 +10,7 @@
 #include "backend/make_backend.h"
 #include "core/json.h"
 #include "runtime/evaluation.h"
-#include "server/tool_call_parser.h"
+#include "openai/tool_call_parser.h"
 
 namespace dsinfer::cli {
 namespace {

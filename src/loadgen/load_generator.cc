@@ -13,7 +13,7 @@
 #include "loadgen/stream_recorder.h"
 #include "core/error.h"
 #include "core/json.h"
-#include "server/http.h"
+#include "http/http.h"
 
 namespace dsinfer::loadgen {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
-#include "server/http.h"
+#include "http/http.h"
 
 namespace dsinfer::loadgen {
 namespace {

@@ -3,7 +3,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "server/openai_errors.h"
+#include "openai/openai_errors.h"
 
 namespace dsinfer::server {
 namespace {

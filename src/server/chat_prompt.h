@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "server/openai_request.h"
+#include "openai/openai_request.h"
 #include "tokenizer/chat/chat_template.h"
 
 namespace dsinfer::server {

@@ -10,7 +10,7 @@
 #include "core/json.h"
 #include "core/source_path.h"
 #include "core/strings.h"
-#include "server/openai_errors.h"
+#include "openai/openai_errors.h"
 
 namespace dsinfer::server {
 namespace {

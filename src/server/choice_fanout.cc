@@ -9,8 +9,8 @@
 
 #include "core/error.h"
 #include "model/kv_cache.h"
-#include "server/openai_errors.h"
-#include "server/openai_stream.h"
+#include "openai/openai_errors.h"
+#include "openai/openai_stream.h"
 #include "server/request_log.h"
 
 namespace dsinfer::server {

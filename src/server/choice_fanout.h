@@ -28,9 +28,9 @@
 #include "core/json.h"
 #include "runtime/engine.h"
 #include "runtime/request.h"
-#include "server/http.h"
+#include "http/http.h"
 #include "server/in_flight_requests.h"
-#include "server/openai_response.h"
+#include "openai/openai_response.h"
 
 namespace dsinfer::server {
 

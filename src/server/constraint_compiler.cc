@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "server/openai_errors.h"
+#include "openai/openai_errors.h"
 #include "structured/reasoning_gate.h"
 
 namespace dsinfer::server {

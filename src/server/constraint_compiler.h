@@ -15,7 +15,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/request.h"
-#include "server/openai_structured.h"
+#include "openai/openai_structured.h"
 #include "structured/grammar_compiler.h"
 #include "tokenizer/tokenizer.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/strings.h"
-#include "server/openai_errors.h"
+#include "openai/openai_errors.h"
 
 namespace dsinfer::server {
 

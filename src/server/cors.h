@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "server/http.h"
+#include "http/http.h"
 
 namespace dsinfer::server {
 

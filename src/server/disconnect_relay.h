@@ -15,7 +15,7 @@
 #include <mutex>
 #include <string>
 
-#include "server/http.h"
+#include "http/http.h"
 
 namespace dsinfer::server {
 

@@ -8,7 +8,7 @@
 
 #include "core/strings.h"
 #include "model/kv_cache.h"
-#include "server/openai_errors.h"
+#include "openai/openai_errors.h"
 
 namespace dsinfer::server {
 namespace {

@@ -27,7 +27,7 @@
 #include "core/json.h"
 #include "runtime/engine.h"
 #include "server/health_generate.h"
-#include "server/http.h"
+#include "http/http.h"
 
 namespace dsinfer::server {
 

@@ -4,7 +4,7 @@
 #include <atomic>
 
 #include "core/strings.h"
-#include "server/openai_errors.h"
+#include "openai/openai_errors.h"
 
 namespace dsinfer::server {
 

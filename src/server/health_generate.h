@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
-#include "server/http.h"
+#include "http/http.h"
 
 namespace dsinfer::server {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
-#include "server/openai_errors.h"
+#include "openai/openai_errors.h"
 
 namespace dsinfer::server {
 

@@ -33,7 +33,7 @@
 
 #include "runtime/engine.h"
 #include "server/gateway_routes.h"
-#include "server/http.h"
+#include "http/http.h"
 #include "server/request_workers.h"
 #include "tokenizer/chat/chat_template.h"
 #include "tokenizer/tokenizer.h"

@@ -19,7 +19,7 @@
 #include "core/source_path.h"
 #include "core/strings.h"
 #include "runtime/testing_executor.h"
-#include "server/http_test_util.h"
+#include "http/http_test_util.h"
 #include "server/openai_server.h"
 #include "server/request_workers.h"
 #include "server/server_test_util.h"

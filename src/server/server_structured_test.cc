@@ -16,9 +16,9 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "core/strings.h"
-#include "server/openai_errors.h"
+#include "openai/openai_errors.h"
 #include "server/openai_server.h"
-#include "server/openai_structured.h"
+#include "openai/openai_structured.h"
 #include "server/server_test_util.h"
 #include "tokenizer/chat/chat_template.h"
 

@@ -21,7 +21,7 @@
 #include "core/source_path.h"
 #include "core/strings.h"
 #include "runtime/step_error.h"
-#include "server/http_test_util.h"
+#include "http/http_test_util.h"
 #include "server/openai_server.h"
 #include "server/server_test_util.h"
 #include "tokenizer/chat/chat_template.h"

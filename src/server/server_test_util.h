@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/source_path.h"
-#include "server/http.h"
+#include "http/http.h"
 
 namespace dsinfer::server {
 
