@@ -33,6 +33,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
 namespace {
@@ -105,15 +106,8 @@ __global__ void __launch_bounds__(kQuantThreads)
 // Weight loads. The vector path loads raw 16-byte chunks first (all of a thread's chunks of one round,
 // so that several loads are in flight before any is used) and converts them afterwards.
 
-// 16 bytes read once: ld.global.nc with L1::no_allocate, so the streamed weights do not evict the
-// activations (re-read by every block) from L1. volatile keeps it under the bounds check guarding it.
-__device__ __forceinline__ uint4 load_streaming(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
+// The weights are read with vector.cuh's load_streaming (L1::no_allocate: they do not evict the
+// activations, re-read by every block, from L1).
 
 // One raw 16-byte chunk as kVec = 16 / sizeof(W) floats (unscaled for FP8).
 template <typename W, int kVec>

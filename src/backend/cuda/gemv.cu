@@ -22,9 +22,6 @@
 // and before the first read of x; every write of y comes after it.
 #include "backend/cuda/gemv.h"
 
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -32,6 +29,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/vector.cuh"
 #include "core/error.h"
 
 namespace dsinfer::backend::cuda {
@@ -49,42 +47,31 @@ constexpr int64_t kMaxK = 65536;
 
 bool aligned(const void* p, int64_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-__device__ __forceinline__ uint4 load_streaming(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // acc += dot(x chunk, w chunk): 8 bf16 pairs, the element at the lower address in the low half.
 __device__ __forceinline__ float dot_chunk(const uint4& x, const uint4& w, float acc) {
   const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
   const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    acc = fmaf(__uint_as_float(xs[i] << 16), __uint_as_float(ws[i] << 16), acc);
-    acc = fmaf(__uint_as_float(xs[i] & 0xffff0000u), __uint_as_float(ws[i] & 0xffff0000u), acc);
+    acc = fmaf(bf16_low(xs[i]), bf16_low(ws[i]), acc);
+    acc = fmaf(bf16_high(xs[i]), bf16_high(ws[i]), acc);
   }
   return acc;
 }
 
-// sum over 16 e4m3 weights times 16 bf16 activations (x0: the first 8, x1: the next 8). e4m3 -> f16
-// -> f32 is exact.
+// sum over 16 e4m3 weights times 16 bf16 activations (x0: the first 8, x1: the next 8).
 __device__ __forceinline__ float dot_fp8_chunk(const uint4& x0, const uint4& x1, const uint4& w) {
   const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
   const uint32_t xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
   float part = 0.0f;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float2 lo = __half22float2(
-        __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(ws[i] & 0xffffu), __NV_E4M3)));
-    const float2 hi = __half22float2(
-        __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(ws[i] >> 16), __NV_E4M3)));
-    part = fmaf(__uint_as_float(xs[2 * i] << 16), lo.x, part);
-    part = fmaf(__uint_as_float(xs[2 * i] & 0xffff0000u), lo.y, part);
-    part = fmaf(__uint_as_float(xs[2 * i + 1] << 16), hi.x, part);
-    part = fmaf(__uint_as_float(xs[2 * i + 1] & 0xffff0000u), hi.y, part);
+    const float2 lo = fp8x2_to_float2(ws[i]);
+    const float2 hi = fp8x2_to_float2(ws[i] >> 16);
+    part = fmaf(bf16_low(xs[2 * i]), lo.x, part);
+    part = fmaf(bf16_high(xs[2 * i]), lo.y, part);
+    part = fmaf(bf16_low(xs[2 * i + 1]), hi.x, part);
+    part = fmaf(bf16_high(xs[2 * i + 1]), hi.y, part);
   }
   return part;
 }

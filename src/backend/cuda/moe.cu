@@ -120,22 +120,7 @@ struct ProductArgs {
 
 // ---- small device helpers ----
 
-__device__ __forceinline__ uint4 load_streaming(const void* p) {  // read once: do not keep in L1
-  uint4 v;
-  // volatile: stays under the bounds check that guards it (never hoisted into a speculative load)
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ float2 fp8x2_to_float2(uint32_t two) {  // low byte -> .x; exact
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
-  return __half22float2(__half2(h));
-}
-
-__device__ __forceinline__ float bf16_low(uint32_t two) { return __uint_as_float(two << 16); }
-__device__ __forceinline__ float bf16_high(uint32_t two) { return __uint_as_float(two & 0xffff0000u); }
+// load_streaming, fp8x2_to_float2, bf16_low and bf16_high: vector.cuh.
 
 __device__ __forceinline__ float silu_times(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
 

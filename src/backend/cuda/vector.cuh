@@ -1,10 +1,13 @@
-// Private to the CUDA kernels: 16-byte bf16/f32 vector loads and stores with their float conversion,
+// Private to the CUDA kernels: streamed 16-byte weight loads and packed-word conversions (bf16, e4m3),
+// 16-byte bf16/f32 vector loads and stores with their float conversion,
 // the 2D "row grid" launch shape of the row kernels (elementwise.cu, rope_cache.cu) with its kernel
 // loop, and the host's 16-byte alignment test. Shared by the .cu files of src/backend/cuda; include
 // from .cu files only.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,6 +16,29 @@
 #include "core/error.h"
 
 namespace dsinfer::backend::cuda {
+
+// ---- streamed weights and packed words ----
+
+// 16 bytes read once (a weight stream): ld.global.nc with L1::no_allocate, so that the weights do not
+// evict the activations that the kernel re-reads from L1. volatile: it stays under the bounds check
+// that guards it (never hoisted into a speculative load).
+__device__ __forceinline__ uint4 load_streaming(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// The two e4m3 values in the low 16 bits as floats (the lower-addressed byte in .x); exact.
+__device__ __forceinline__ float2 fp8x2_to_float2(uint32_t two) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+  return __half22float2(__half2(h));
+}
+
+// The bf16 in the low / high half of a 32-bit word (the lower-addressed one is low) as a float; exact.
+__device__ __forceinline__ float bf16_low(uint32_t two) { return __uint_as_float(two << 16); }
+__device__ __forceinline__ float bf16_high(uint32_t two) { return __uint_as_float(two & 0xffff0000u); }
 
 // ---- 8 bf16 / 8 f32 as 16-byte accesses (addresses must be 16-byte aligned) ----
 
