@@ -63,21 +63,29 @@ __global__ void __launch_bounds__(kMaxThreads)
   bf16* residual_row = kAddResidual ? residual + row * dim : nullptr;
   bf16* out_row = out + row * out_row_stride;
 
-  float held[kUnitsPerThread][kWidth];
   float sum_squares = 0.0f;
+  // Unit u of x, plus the residual's when fused (rounded to bf16: the residual it is stored as).
+  auto load_unit = [&](int u, float (&v)[kWidth]) {
+    load_bf16<kWidth>(x_row + u * kWidth, v);
+    if constexpr (kAddResidual) {
+      float r[kWidth];
+      load_bf16<kWidth>(residual_row + u * kWidth, r);
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) v[e] = __bfloat162float(__float2bfloat16(r[e] + v[e]));
+    }
+  };
+  auto add_squares = [&](const float (&v)[kWidth]) {
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) sum_squares += v[e] * v[e];
+  };
+
+  float held[kUnitsPerThread][kWidth];
 #pragma unroll
   for (int i = 0; i < kUnitsPerThread; ++i) {
     const int u = threadIdx.x + i * blockDim.x;
     if (u < units) {
-      load_bf16<kWidth>(x_row + u * kWidth, held[i]);
-      if constexpr (kAddResidual) {
-        float r[kWidth];
-        load_bf16<kWidth>(residual_row + u * kWidth, r);
-#pragma unroll
-        for (int e = 0; e < kWidth; ++e) held[i][e] = __bfloat162float(__float2bfloat16(r[e] + held[i][e]));
-      }
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) sum_squares += held[i][e] * held[i][e];
+      load_unit(u, held[i]);
+      add_squares(held[i]);
     }
   }
   if constexpr (kAddResidual) {
@@ -89,40 +97,32 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   for (int u = threadIdx.x + kUnitsPerThread * blockDim.x; u < units; u += blockDim.x) {
     float v[kWidth];
-    load_bf16<kWidth>(x_row + u * kWidth, v);
-    if constexpr (kAddResidual) {
-      float r[kWidth];
-      load_bf16<kWidth>(residual_row + u * kWidth, r);
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) v[e] = __bfloat162float(__float2bfloat16(r[e] + v[e]));
-      store_bf16<kWidth>(residual_row + u * kWidth, v);
-    }
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) sum_squares += v[e] * v[e];
+    load_unit(u, v);
+    if constexpr (kAddResidual) store_bf16<kWidth>(residual_row + u * kWidth, v);
+    add_squares(v);
   }
   // block_sum's barrier also orders pass 1's reads of x before pass 2's writes when out == x.
   sum_squares = block_sum(sum_squares);
   const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(dim) + eps);
 
-#pragma unroll
-  for (int i = 0; i < kUnitsPerThread; ++i) {
-    const int u = threadIdx.x + i * blockDim.x;
-    if (u < units) {
-      float w[kWidth];
-      load_f32<kWidth>(weight + u * kWidth, w);
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) held[i][e] = w[e] * (held[i][e] * inv_rms);
-      store_bf16<kWidth>(out_row + u * kWidth, held[i]);
-    }
-  }
-  const bf16* source = kAddResidual ? residual_row : x_row;
-  for (int u = threadIdx.x + kUnitsPerThread * blockDim.x; u < units; u += blockDim.x) {
-    float v[kWidth], w[kWidth];
-    load_bf16<kWidth>(source + u * kWidth, v);
+  // out's unit u from the row's values v of that unit.
+  auto write_out = [&](int u, float (&v)[kWidth]) {
+    float w[kWidth];
     load_f32<kWidth>(weight + u * kWidth, w);
 #pragma unroll
     for (int e = 0; e < kWidth; ++e) v[e] = w[e] * (v[e] * inv_rms);
     store_bf16<kWidth>(out_row + u * kWidth, v);
+  };
+#pragma unroll
+  for (int i = 0; i < kUnitsPerThread; ++i) {
+    const int u = threadIdx.x + i * blockDim.x;
+    if (u < units) write_out(u, held[i]);
+  }
+  const bf16* source = kAddResidual ? residual_row : x_row;
+  for (int u = threadIdx.x + kUnitsPerThread * blockDim.x; u < units; u += blockDim.x) {
+    float v[kWidth];
+    load_bf16<kWidth>(source + u * kWidth, v);
+    write_out(u, v);
   }
 }
 
