@@ -17,6 +17,7 @@
 #include "core/source_path.h"
 #include "model/kv_cache.h"
 #include "runtime/engine.h"
+#include "runtime/stream_collector.h"
 #include "structured/grammar_compiler.h"
 #include "structured/grammar_matcher.h"
 
@@ -91,32 +92,6 @@ class NoiseExecutor final : public StepExecutor {
   bool ignore_masks_;
   std::deque<backend::SampledTokens> launched_;
   Tensor last_tokens_;
-};
-
-struct Collector {
-  std::mutex mutex;
-  std::condition_variable done_cv;
-  std::vector<int32_t> tokens;
-  std::string text;
-  bool done = false;
-  StreamOutput last;
-
-  StreamSink sink() {
-    return [this](const StreamOutput& output) {
-      std::lock_guard<std::mutex> lock(mutex);
-      tokens.insert(tokens.end(), output.token_ids.begin(), output.token_ids.end());
-      text += output.text;
-      if (output.finished) {
-        done = true;
-        last = output;
-        done_cv.notify_all();
-      }
-    };
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex);
-    ASSERT_TRUE(done_cv.wait_for(lock, std::chrono::seconds(60), [&] { return done; })) << "request never finished";
-  }
 };
 
 const tokenizer::Tokenizer& tiny_tokenizer() {

@@ -19,6 +19,7 @@
 #include "core/source_path.h"
 #include "runtime/completion.h"
 #include "runtime/engine.h"
+#include "runtime/stream_collector.h"
 #include "runtime/step_error.h"
 #include "runtime/testing_executor.h"
 
@@ -26,37 +27,6 @@ namespace dsinfer::runtime {
 namespace {
 
 std::string fixture(const std::string& name) { return source_path("tests/fixtures/models/" + name); }
-
-// Collects a request's stream; wait() blocks until the last delivery.
-struct Collector {
-  std::mutex mutex;
-  std::condition_variable done_cv;
-  std::vector<int32_t> tokens;
-  std::string text;
-  bool done = false;
-  StreamOutput last;
-  int deliveries = 0;
-  int after_finish = 0;  // deliveries after the last one: must stay 0
-
-  StreamSink sink() {
-    return [this](const StreamOutput& output) {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (done) ++after_finish;
-      tokens.insert(tokens.end(), output.token_ids.begin(), output.token_ids.end());
-      text += output.text;
-      ++deliveries;
-      if (output.finished) {
-        done = true;
-        last = output;
-        done_cv.notify_all();
-      }
-    };
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex);
-    ASSERT_TRUE(done_cv.wait_for(lock, std::chrono::seconds(60), [&] { return done; })) << "request never finished";
-  }
-};
 
 // Blocks the test until `ready` holds (polling), failing after 60 s.
 template <typename Ready>

@@ -2,7 +2,8 @@
 // streamed and not, batched completion prompts, and continue_final_message (chat_prompt.h).
 // Sampling, seeds and the chat template run over the fixture model; what needs long or failing
 // streams, and the check that shared prompt pages hold the right tokens, over the engine tests'
-// stand-in model (runtime/testing_executor.h), which turns a paging mistake into other tokens.
+// stand-in model (paced_executor.h over runtime/testing_executor.h), which turns a paging mistake into
+// other tokens.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,9 +23,9 @@
 #include "core/json.h"
 #include "core/source_path.h"
 #include "core/strings.h"
-#include "runtime/testing_executor.h"
 #include "http/http_test_util.h"
 #include "server/openai_server.h"
+#include "server/paced_executor.h"
 #include "server/server_test_util.h"
 #include "tokenizer/chat/chat_template.h"
 
@@ -35,33 +36,8 @@ using http_test::wait_for;
 
 std::string fixture_dir() { return source_path("tests/fixtures/models/v3-tiny"); }
 
-constexpr int32_t kPoisonToken = 7;  // a stand-in step holding it at position 1 throws
-
-// The stand-in: HashingExecutor's tokens, `pace` per step, and a step computing kPoisonToken at
-// position 1 (only a prompt puts it there) throws, as a step whose op fails does.
-class StandIn final : public runtime::StepExecutor {
- public:
-  StandIn(int64_t vocab, std::chrono::milliseconds pace) : inner_(vocab, 64, 4096, {}), pace_(pace) {}
-
-  backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
-    for (size_t i = 0; i < batch.token_ids.size(); ++i)
-      if (batch.token_ids[i] == kPoisonToken && batch.attention.positions[i] == 1)
-        throw Error("the step failed: an op reported an error");
-    if (pace_.count() > 0) std::this_thread::sleep_for(pace_);
-    return inner_.run(batch, sampling);
-  }
-  int64_t vocab_size() const override { return inner_.vocab_size(); }
-  int64_t max_model_len() const override { return inner_.max_model_len(); }
-  int64_t num_pages() const override { return inner_.num_pages(); }
-  std::vector<int32_t> eos_token_ids() const override { return {}; }
-
- private:
-  runtime::HashingExecutor inner_;
-  std::chrono::milliseconds pace_;
-};
-
 struct FixtureModel {};
-struct StandInModel {
+struct StandInModel {  // paced_executor.h
   std::chrono::milliseconds pace{0};
 };
 
@@ -80,8 +56,8 @@ class Served {
   explicit Served(StandInModel stand_in, runtime::EngineConfig config = {})
       : tokenizer_(tokenizer::Tokenizer::from_dir(fixture_dir())),
         chat_template_(chat::ChatTemplate::from_string("", "", "")),
-        engine_(std::make_unique<runtime::Engine>(std::make_unique<StandIn>(tokenizer_.vocab_size(), stand_in.pace),
-                                                  tokenizer_, config)) {
+        engine_(std::make_unique<runtime::Engine>(
+            std::make_unique<PacedExecutor>(tokenizer_.vocab_size(), stand_in.pace), tokenizer_, config)) {
     start();
   }
   HttpCall call(std::string target, std::string body) const {

@@ -1,7 +1,7 @@
 // The server under strain, on loopback (issue 13): a large request is prepared off the event loop
 // while /health and live streams keep flowing, and a full preparation queue answers 503; a
 // graceful drain lets running requests finish and cuts the rest short with an error; a step that
-// throws fails only its own requests. The model is a stand-in (runtime/testing_executor.h) that
+// throws fails only its own requests. The model is a stand-in (paced_executor.h) that
 // takes a set time per step, so streams last as long as a test needs and cost no CPU.
 #include <gtest/gtest.h>
 
@@ -18,9 +18,9 @@
 #include "core/json.h"
 #include "core/source_path.h"
 #include "core/strings.h"
-#include "runtime/testing_executor.h"
 #include "http/http_test_util.h"
 #include "server/openai_server.h"
+#include "server/paced_executor.h"
 #include "server/request_workers.h"
 #include "server/server_test_util.h"
 
@@ -30,31 +30,6 @@ namespace {
 using http_test::Clock;
 using http_test::seconds_since;
 using http_test::wait_for;
-
-constexpr int32_t kPoisonToken = 7;  // a step holding this token in a prompt throws (PacedExecutor)
-
-// HashingExecutor's tokens, `pace` per step; a step computing kPoisonToken at position 1 (only a
-// prompt puts it there: generated tokens never poison a step) throws, as a step whose op fails does.
-class PacedExecutor final : public runtime::StepExecutor {
- public:
-  PacedExecutor(int64_t vocab, std::chrono::milliseconds pace) : inner_(vocab, 64, 4096, {}), pace_(pace) {}
-
-  backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
-    for (size_t i = 0; i < batch.token_ids.size(); ++i)
-      if (batch.token_ids[i] == kPoisonToken && batch.attention.positions[i] == 1)
-        throw Error("the step failed: an op reported an error");
-    std::this_thread::sleep_for(pace_);
-    return inner_.run(batch, sampling);
-  }
-  int64_t vocab_size() const override { return inner_.vocab_size(); }
-  int64_t max_model_len() const override { return inner_.max_model_len(); }
-  int64_t num_pages() const override { return inner_.num_pages(); }
-  std::vector<int32_t> eos_token_ids() const override { return {}; }
-
- private:
-  runtime::HashingExecutor inner_;
-  std::chrono::milliseconds pace_;
-};
 
 // A server over PacedExecutor and the fixture model's tokenizer.
 class PacedServer {

@@ -1607,6 +1607,27 @@ Case frequency_case(int64_t draws, int64_t kVocab, double bound) {
                    });
 }
 
+// A sample_tokens case over the batch make_data(seed) builds: tokens, logprobs and top logprobs
+// against the reference's (compare_sampled); with check_allowed, also that no chosen token lies
+// outside its row's bitmask.
+template <typename MakeData>
+Case logprobs_case(std::string name, MakeData make_data, bool check_allowed) {
+  return make_case("sample_tokens", std::move(name), [=](uint64_t seed) {
+    std::shared_ptr<SamplingData> data = make_data(seed);
+    OpSpec s;
+    s.args = {{"logits", ArgKind::kInPlace, data->logits, DType::kF32}};
+    s.results = {"tokens", "logprob", "top ids", "top logprobs"};
+    s.call = [data](Backend& b, std::vector<Tensor>& a) { return sampled_results(b.sample_tokens(a[0], data->batch)); };
+    s.compare = [data, check_allowed](const Outputs& reference, const Outputs& candidate) {
+      std::vector<CheckResult> checks = compare_sampled(*data, reference, candidate);
+      if (check_allowed) checks.push_back(check_tokens_allowed(*data, candidate.get("tokens")));
+      return checks;
+    };
+    s.keep_alive = data;
+    return s;
+  });
+}
+
 void add_sampling_cases(std::vector<Case>& cases, const Dims& d) {
   int64_t V = d.vocab, B = d.pick<int64_t>({16}, {64})[0];
   for (bool greedy : {true, false}) {
@@ -1627,40 +1648,13 @@ void add_sampling_cases(std::vector<Case>& cases, const Dims& d) {
                                 s.keep_alive = data;
                                 return s;
                               }));
-    cases.push_back(make_case("sample_tokens",
-                              str_cat(greedy ? "greedy" : "sampled", ", penalties, bans, logprobs B=", B, " V=", V),
-                              [=](uint64_t seed) {
-                                auto data = make_sampling_data(B, V, greedy, true, seed);
-                                OpSpec s;
-                                s.args = {{"logits", ArgKind::kInPlace, data->logits, DType::kF32}};
-                                s.results = {"tokens", "logprob", "top ids", "top logprobs"};
-                                s.call = [data](Backend& b, std::vector<Tensor>& a) {
-                                  return sampled_results(b.sample_tokens(a[0], data->batch));
-                                };
-                                s.compare = [data](const Outputs& reference, const Outputs& candidate) {
-                                  return compare_sampled(*data, reference, candidate);
-                                };
-                                s.keep_alive = data;
-                                return s;
-                              }));
+    cases.push_back(logprobs_case(str_cat(greedy ? "greedy" : "sampled", ", penalties, bans, logprobs B=", B, " V=", V),
+                                  [=](uint64_t seed) { return make_sampling_data(B, V, greedy, true, seed); },
+                                  /*check_allowed=*/false));
   }
-  cases.push_back(make_case("sample_tokens", str_cat("logit_bias and bitmasks, greedy and sampled, logprobs B=", B, " V=", V),
-                            [=](uint64_t seed) {
-                              auto data = make_bias_mask_data(B, V, seed);
-                              OpSpec s;
-                              s.args = {{"logits", ArgKind::kInPlace, data->logits, DType::kF32}};
-                              s.results = {"tokens", "logprob", "top ids", "top logprobs"};
-                              s.call = [data](Backend& b, std::vector<Tensor>& a) {
-                                return sampled_results(b.sample_tokens(a[0], data->batch));
-                              };
-                              s.compare = [data](const Outputs& reference, const Outputs& candidate) {
-                                std::vector<CheckResult> checks = compare_sampled(*data, reference, candidate);
-                                checks.push_back(check_tokens_allowed(*data, candidate.get("tokens")));
-                                return checks;
-                              };
-                              s.keep_alive = data;
-                              return s;
-                            }));
+  cases.push_back(logprobs_case(str_cat("logit_bias and bitmasks, greedy and sampled, logprobs B=", B, " V=", V),
+                                [=](uint64_t seed) { return make_bias_mask_data(B, V, seed); },
+                                /*check_allowed=*/true));
   cases.push_back(d.full() ? frequency_case(2048, 8192, 0.08) : frequency_case(512, 2048, 0.15));
   // The overlap scheduler's form: queued, then waited for; the tokens it leaves on the device for the
   // next step must be the ones it hands the host.
