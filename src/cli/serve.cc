@@ -76,37 +76,15 @@ void shut_down_gracefully(server::OpenAIServer& server, std::chrono::seconds tim
   drained.get();
 }
 
-// A flag that counts something: negative values are refused, not replaced.
-int64_t non_negative(const Flags& flags, const char* name, const char* zero_means) {
-  int64_t value = flags.get_int(name);
-  DSINFER_CHECK(value >= 0, "--", name, " must not be negative (0: ", zero_means, "), got ", value);
-  return value;
-}
-
-// A flag in seconds, 0 to a day (0: the flag's "never").
-int64_t seconds_flag(const Flags& flags, const char* name) {
-  int64_t value = flags.get_int(name);
-  DSINFER_CHECK(value >= 0 && value <= 86400, "--", name, " must be in [0, 86400] seconds, got ", value);
-  return value;
-}
-
-// The transport's address, limits and timeouts, each checked.
+// The transport's address, limits and timeouts (their ranges are serve_flags', checked while parsing).
 server::HttpServerOptions http_options(const Flags& flags) {
   server::HttpServerOptions http;
-  int64_t port = flags.get_int("port");
-  DSINFER_CHECK(port >= 0 && port <= 65535, "--port must be in [0, 65535]");
-  DSINFER_CHECK(flags.get_int("max-body-mb") >= 1 && flags.get_int("max-body-mb") <= 4096,
-                "--max-body-mb must be in [1, 4096], got ", flags.get_int("max-body-mb"));
-  DSINFER_CHECK(flags.get_int("max-connections") >= 1, "--max-connections must be at least 1, got ",
-                flags.get_int("max-connections"));
-  DSINFER_CHECK(flags.get_int("max-queued-mb") >= 1 && flags.get_int("max-queued-mb") <= 4096,
-                "--max-queued-mb must be in [1, 4096], got ", flags.get_int("max-queued-mb"));
   http.host = flags.get_string("host");
-  http.port = static_cast<uint16_t>(port);
+  http.port = static_cast<uint16_t>(flags.get_int("port"));
   http.max_body_bytes = static_cast<size_t>(flags.get_int("max-body-mb")) << 20;
   http.max_connections = static_cast<size_t>(flags.get_int("max-connections"));
   http.max_queued_bytes = static_cast<size_t>(flags.get_int("max-queued-mb")) << 20;
-  auto timeout = [&](const char* name) { return std::chrono::milliseconds(seconds_flag(flags, name) * 1000); };
+  auto timeout = [&](const char* name) { return std::chrono::milliseconds(flags.get_int(name) * 1000); };
   http.header_timeout = timeout("header-timeout");
   http.body_timeout = timeout("body-timeout");
   http.send_timeout = timeout("send-timeout");
@@ -139,20 +117,15 @@ int run_serve(int argc, char** argv) {
   DSINFER_CHECK(backend::backend_built(device), "--device ", device, " is not available in this build");
   check_serve_flags(flags);
   const server::HttpServerOptions http = http_options(flags);
-  // Every number is checked here, before the model loads, except what needs the model (below).
-  const int64_t threads = non_negative(flags, "threads", "all cores");
-  DSINFER_CHECK(threads <= 4096, "--threads must be at most 4096, got ", threads);
-  const int64_t max_model_len = non_negative(flags, "max-model-len", "the model's");
-  const int64_t num_kv_pages = non_negative(flags, "num-kv-pages", "sized from the memory");
-  DSINFER_CHECK(num_kv_pages <= (int64_t{1} << 31) - 1, "--num-kv-pages must be below 2^31, got ", num_kv_pages);
+  // The ranges of the numbers were checked while parsing (serve_flags); what needs more is checked
+  // here, before the model loads, except what needs the model (below).
+  const int64_t threads = flags.get_int("threads");
+  const int64_t max_model_len = flags.get_int("max-model-len");
+  const int64_t num_kv_pages = flags.get_int("num-kv-pages");
   DSINFER_CHECK(flags.get_double("kv-cache-gb") > 0, "--kv-cache-gb must be positive, got ",
                 flags.get_double("kv-cache-gb"));
-  DSINFER_CHECK(flags.get_int("max-num-seqs") > 0 && flags.get_int("max-num-batched-tokens") > 0,
-                "--max-num-seqs and --max-num-batched-tokens must be positive");
   const int64_t request_threads = flags.get_int("request-threads");
-  DSINFER_CHECK(request_threads >= 1 && request_threads <= 256, "--request-threads must be in [1, 256], got ",
-                request_threads);
-  const int64_t shutdown_timeout = seconds_flag(flags, "shutdown-timeout");
+  const int64_t shutdown_timeout = flags.get_int("shutdown-timeout");
   if (threads > 0) set_num_threads(static_cast<int>(threads));
 
   // SIGINT/SIGTERM are taken by sigwait below; block them before any thread starts.
