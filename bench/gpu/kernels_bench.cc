@@ -113,6 +113,26 @@ constexpr GemmAnchor kDeepGemmH200[] = {{64, 7168, 2048, 7.8},      {64, 4096, 7
                                         {64, 2112, 7168, 10.1},     {4096, 7168, 2048, 90.7},   {4096, 4096, 7168, 165.9},
                                         {4096, 24576, 1536, 230.8}, {4096, 2112, 7168, 93.6}};
 
+// The printed columns of a case's anchor: its time and our ratio to it ("-" without one).
+struct AnchorColumns {
+  std::string time = "-";
+  std::string ratio = "-";
+};
+
+// Our `us` for case `key` against the anchor's `anchor_us` (0: none for this case or this GPU):
+// the anchor's time goes to `anchors`, the ratio (anchor time / ours) to `figures` as key +
+// ratio_suffix.
+AnchorColumns compare_with_anchor(const std::string& key, double us, double anchor_us, const char* ratio_suffix,
+                                  Json& figures, Json& anchors) {
+  AnchorColumns columns;
+  if (anchor_us <= 0) return columns;
+  anchors[key + "_us"] = anchor_us;
+  figures[key + ratio_suffix] = anchor_us / us;
+  columns.time = str_cat(anchor_us);
+  columns.ratio = str_cat(std::round(anchor_us / us * 100) / 100);
+  return columns;
+}
+
 void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json& figures, Json& anchors) {
   std::printf("\nMLA decode, BF16 paged cache (page 64, 576 / 512)\n");
   std::printf("  heads  q  batch  cache        us   TFLOP/s    TB/s   FlashMLA us   ratio\n");
@@ -171,13 +191,10 @@ void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json&
           figures[key + "_us"] = us;
           figures[key + "_tflops"] = tflops;
           figures[key + "_tb_s"] = tbs;
-          if (h200 && anchor > 0) {
-            anchors[key + "_us"] = anchor;
-            figures[key + "_vs_flashmla"] = anchor / us;
-          }
+          const AnchorColumns compared =
+              compare_with_anchor(key, us, h200 ? anchor : 0, "_vs_flashmla", figures, anchors);
           std::printf("  %5d %2d %6d %6d %9.1f %9.1f %7.2f %13s %7s\n", heads, q, batch, cache, us, tflops, tbs,
-                      h200 && anchor > 0 ? str_cat(anchor).c_str() : "-",
-                      h200 && anchor > 0 ? str_cat(std::round(anchor / us * 100) / 100).c_str() : "-");
+                      compared.time.c_str(), compared.ratio.c_str());
         }
 }
 
@@ -218,13 +235,9 @@ void gemm_cases(Timer& timer, cudaStream_t stream, bool h200, const Ceilings& ce
       figures[key + "_us"] = us;
       figures[key + "_tflops"] = tflops;
       figures[key + "_weight_tb_s"] = tbs;
-      if (h200 && anchor > 0) {
-        anchors[key + "_us"] = anchor;
-        figures[key + "_vs_deepgemm"] = anchor / us;
-      }
+      const AnchorColumns compared = compare_with_anchor(key, us, h200 ? anchor : 0, "_vs_deepgemm", figures, anchors);
       std::printf("  %5d %6lld %6lld %9.1f %9.1f %12.2f %13s %7s\n", m, static_cast<long long>(n),
-                  static_cast<long long>(k), us, tflops, tbs, h200 && anchor > 0 ? str_cat(anchor).c_str() : "-",
-                  h200 && anchor > 0 ? str_cat(std::round(anchor / us * 100) / 100).c_str() : "-");
+                  static_cast<long long>(k), us, tflops, tbs, compared.time.c_str(), compared.ratio.c_str());
     }
   }
   std::printf("  (ceilings of this run: FP8 GEMM %.0f TFLOP/s, copy %.2f TB/s)\n", ceilings.fp8_tflops, ceilings.copy_tb_s);
