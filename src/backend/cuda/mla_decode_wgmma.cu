@@ -31,14 +31,13 @@
 // position < 0 has an empty chunk: zero output (unsplit) or stats (-inf, 0).
 #include "backend/cuda/mla_decode_wgmma.h"
 
-#include <cuda.h>          // CUtensorMap (types only: the encoder comes from the runtime's entry point)
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
-
 #include <cmath>
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/hopper.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/tensor_map.h"
 #include "core/error.h"
 
 namespace dsinfer::backend::cuda {
@@ -75,92 +74,7 @@ static_assert(kSmemBytes <= 227 * 1024, "must fit Hopper's 227 KB of shared memo
 
 constexpr int kNamedBarrier = 1;  // bar.sync id of the two-warpgroup barriers (0 is __syncthreads)
 
-// ---- PTX wrappers (sm_90a) ----
-
-__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-
-// Makes the initialised barriers visible to the async proxy (TMA's complete_tx) and other threads.
-__device__ __forceinline__ void mbarrier_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-
-// Waits for the completion of the barrier's phase with this parity.
-__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-// One TMA box (64 rows x 64 bf16, 128-byte swizzled) of a 2D tensor map into shared memory; the
-// bytes are counted on `bar` (whose expected transaction count the caller has raised).
-__device__ __forceinline__ void tma_load_box(uint32_t dst, const CUtensorMap* map, int column, int row,
-                                             uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(bar)
-      : "memory");
-}
-
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// Orders this thread's generic-proxy shared-memory writes before later async-proxy accesses
-// (wgmma operand reads, TMA writes) of the same bytes.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
-}
-
-// Keeps the compiler from moving accesses of accumulator registers across wgmma issue and wait.
-template <int kN>
-__device__ __forceinline__ void fence_registers(float (&r)[kN]) {
-#pragma unroll
-  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
-template <int kN>
-__device__ __forceinline__ void zero_registers(float (&r)[kN]) {
-#pragma unroll
-  for (int i = 0; i < kN; ++i) asm volatile("mov.b32 %0, 0;\n" : "=f"(r[i]));
-}
-
-// Shared-memory matrix descriptor (PTX ISA "matrix descriptor"): start address >> 4 in bits 0-13,
-// leading byte offset >> 4 in 16-29, stride byte offset >> 4 in 32-45, base offset 0 (every swizzle
-// atom is 1024-aligned), layout 1 = 128-byte swizzle in bits 62-63.
-__device__ __forceinline__ uint64_t smem_descriptor(uint32_t address, uint32_t leading_bytes, uint32_t stride_bytes) {
-  return static_cast<uint64_t>((address & 0x3FFFF) >> 4) | static_cast<uint64_t>(leading_bytes >> 4) << 16 |
-         static_cast<uint64_t>(stride_bytes >> 4) << 32 | uint64_t{1} << 62;
-}
-
-// K-major operand ([rows][64 k] boxes, 128-byte rows, 8-row swizzle atoms 1024 B apart): the
-// leading offset is unused with 128-byte swizzle (1 by convention), the stride offset is one atom.
-// A k16 step inside the box advances the start address by 32 bytes.
-__device__ __forceinline__ uint64_t k_major_descriptor(uint32_t address) { return smem_descriptor(address, 16, 1024); }
+// ---- wgmma shapes of this kernel (hopper.cuh has the common wrappers) ----
 
 // MN-major V ([keys][64 dims] boxes; N = dims contiguous): leading offset = the next 64 dims (the
 // next box, 8 KB on), stride offset = the next 8 keys (1024 B on). A k16 step (16 keys) advances the
@@ -257,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t target = base + kPageOffset + stage * kTileBytes;
 #pragma unroll
     for (int block = 0; block < kDimBlocks; ++block)
-      tma_load_box(target + block * kBlockBytes, &cache_map, block * kSwizzleDims, row, full);
+      tma_load_2d(target + block * kBlockBytes, &cache_map, block * kSwizzleDims, row, full);
   };
 
   if (threadIdx.x == 0) {
@@ -274,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int q_row = t * p.heads + head0;
 #pragma unroll
     for (int block = 0; block < kDimBlocks; ++block)
-      tma_load_box(base + kQOffset + block * kBlockBytes, &q_map, block * kSwizzleDims, q_row, barrier(kQFull));
+      tma_load_2d(base + kQOffset + block * kBlockBytes, &q_map, block * kSwizzleDims, q_row, barrier(kQFull));
     load_page(0, 0);
     if (num_tiles > 1) load_page(1, 1);
   }
@@ -460,36 +374,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ---- host ----
 
-using TensorMapEncoder = PFN_cuTensorMapEncodeTiled_v12000;
-
-// The driver's tensor-map encoder, looked up once through the runtime (no link against libcuda).
-TensorMapEncoder tensor_map_encoder() {
-  static const TensorMapEncoder encoder = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    DSINFER_CUDA_CHECK(
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000, cudaEnableDefault, &found));
-    DSINFER_CHECK(found == cudaDriverEntryPointSuccess && function != nullptr,
-                  "mla_decode (wgmma): the CUDA driver has no cuTensorMapEncodeTiled (needs a CUDA 12+ driver)");
-    return reinterpret_cast<TensorMapEncoder>(function);
-  }();
-  return encoder;
-}
-
 // A [rows, 576] bf16 matrix (row stride 1152 B) read in 64 x 64 boxes with the 128-byte swizzle.
 CUtensorMap make_row_map(const bf16* data, uint64_t rows, const char* what) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kMlaCacheWidth), rows};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kMlaCacheWidth) * sizeof(bf16)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kSwizzleDims), 64u};
-  const cuuint32_t element_strides[2] = {1u, 1u};
-  const CUresult result =
-      tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(data), dims, strides, box,
-                           element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  DSINFER_CHECK(result == CUDA_SUCCESS, "mla_decode (wgmma): building the TMA descriptor of ", what,
-                " failed with CUresult ", static_cast<int>(result), " (pointer must be 16-byte aligned)");
-  return map;
+  return make_swizzled_2d_map(data, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, kMlaCacheWidth, rows,
+                              uint64_t{kMlaCacheWidth} * sizeof(bf16), kSwizzleDims, 64, what);
 }
 
 }  // namespace

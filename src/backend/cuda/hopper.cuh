@@ -1,0 +1,118 @@
+// Private to the CUDA kernels: Hopper (sm_90a) PTX wrappers for the TMA + wgmma kernels, shared by
+// mla_decode_wgmma.cu and the FP8 wgmma GEMMs. Device code only; include from .cu files.
+//
+// - mbarrier: init, arrive, arrive with an expected transaction count, wait on a phase parity.
+// - TMA: one 2D box of a CUtensorMap into shared memory, its bytes counted on an mbarrier.
+// - wgmma: fence / commit / wait, the shared-memory matrix descriptor (128-byte swizzle), and
+//   register fences that keep the compiler from moving accumulator accesses across issue and wait.
+// Every shared-memory address here is a 32-bit shared-window address (smem_address in mma.cuh).
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (the type only)
+
+#include <cstdint>
+
+namespace dsinfer::backend::cuda {
+
+// ---- mbarrier ----
+
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+// Makes the initialised barriers visible to the async proxy (TMA's complete_tx) and other threads.
+__device__ __forceinline__ void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// Waits for the completion of the barrier's phase with this parity.
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// ---- TMA ----
+
+// One box of a 2D tensor map at (column, row) into shared memory at `dst`; the bytes are counted on
+// `bar` (whose expected transaction count the caller has raised).
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int column, int row, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(bar)
+      : "memory");
+}
+
+// ---- barriers and proxies ----
+
+// bar.sync on a named barrier (id 1..15; 0 is __syncthreads) by `threads` threads (a multiple of 32).
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Signals a named barrier without waiting (a producer side of bar.sync with the same thread count).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Orders this thread's generic-proxy shared-memory writes before later async-proxy accesses
+// (wgmma operand reads, TMA writes) of the same bytes.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// ---- wgmma ----
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Keeps the compiler from moving accesses of accumulator registers across wgmma issue and wait.
+template <int kN>
+__device__ __forceinline__ void fence_registers(float (&r)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// Zeroes accumulators through opaque moves: with plain `= 0.f` the compiler shares one zero register
+// among them and ptxas then serialises the wgmmas (C7515).
+template <int kN>
+__device__ __forceinline__ void zero_registers(float (&r)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("mov.b32 %0, 0;\n" : "=f"(r[i]));
+}
+
+// Shared-memory matrix descriptor (PTX ISA "matrix descriptor"): start address >> 4 in bits 0-13,
+// leading byte offset >> 4 in 16-29, stride byte offset >> 4 in 32-45, base offset 0 (every swizzle
+// atom must be 1024-aligned), layout 1 = 128-byte swizzle in bits 62-63.
+__device__ __forceinline__ uint64_t smem_descriptor(uint32_t address, uint32_t leading_bytes, uint32_t stride_bytes) {
+  return static_cast<uint64_t>((address & 0x3FFFF) >> 4) | static_cast<uint64_t>(leading_bytes >> 4) << 16 |
+         static_cast<uint64_t>(stride_bytes >> 4) << 32 | uint64_t{1} << 62;
+}
+
+// A K-major operand in 128-byte-swizzled rows (TMA's SWIZZLE_128B: 128 bytes of K a row, 8-row
+// atoms 1024 B apart): the leading offset is unused with this swizzle (1 by convention), the stride
+// offset is one atom. A step of k elements inside the row advances the start address by their bytes
+// (32 B: a bf16 k16 or an fp8 k32 step).
+__device__ __forceinline__ uint64_t k_major_descriptor(uint32_t address) { return smem_descriptor(address, 16, 1024); }
+
+}  // namespace dsinfer::backend::cuda
