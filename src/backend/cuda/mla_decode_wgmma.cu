@@ -6,29 +6,42 @@
 // Shapes: q [T, H, 576] bf16 (H a multiple of 64), cache [pages, 64, 576] bf16, out [T, H, 512] bf16.
 // Roofline per token: bytes = kv_len * 576 * 2 (the two 64-head blocks of a chunk run side by side and
 // share the page through L2) + H * 576 * 2 + H * 512 * 2; FLOPs = 2 * H * kv_len * (576 + 512), about
-// 240 FLOP per cache byte at H = 128: compute-bound on H200 (~4.3 TB/s against ~990 TFLOP/s dense).
+// 240 FLOP per cache byte at H = 128: compute-bound on H200 (~4.3 TB/s against ~800 TFLOP/s dense).
 //
-// Launch: grid (H / 64, splits, T), 256 threads = two warpgroups (WG 0, WG 1), one block per SM
-// (~218 KB of shared memory). A block owns 64 heads of one token and walks its chunk one page (64
-// keys) at a time:
-//   S  = Q K^T      64 heads x 64 keys over 576 dims; WG w computes keys 32w..32w+31
-//                   (36 x wgmma m64n32k16, A = Q and B = the page, both from shared memory).
-//   softmax         row max exchanged between the WGs through shared memory (barrier A); each WG
-//                   exponentiates its 32 keys and writes P (bf16) into shared memory (barrier B).
-//   O += P V        V = the first 512 dims of the same page; WG w owns output dims 256w..256w+255
-//                   (4 x wgmma m64n256k16: A = P, B = V MN-major), 128 f32 accumulators a thread.
+// Launch: grid (H / 64, splits, T), 256 threads = two warpgroups, one block per SM (~219 KB of shared
+// memory). A block owns 64 heads of one token and walks its chunk two pages (blocks of 64 keys) at a
+// time: warpgroup 0 scores the even page, warpgroup 1 the odd one, and each warpgroup owns half of the
+// output (WG 0 dims 0..255 "L", WG 1 dims 256..511 "R"), so every warpgroup needs both pages' P:
+//
+//   WG 0                                         WG 1
+//   softmax S0 -> m_a, scale0 = 2^(m - m_a)
+//     --- Scale0Ready --->                       softmax S1 against m_a -> m_b, scale1 = 2^(m_a - m_b)
+//   OL = OL * scale0 + P0 V0L  (P0 in registers)      <--- Scale1Ready ---
+//   P0 * scale1 -> shared (page 0's rope tile)   OR = OR * scale0 * scale1 + P1 V1R  (P1 in registers;
+//     --- P0Ready --->                                also to shared, page 1's rope tile) --- P1Ready -->
+//   OL = OL * scale1 + P1 V1L  (P1 from shared)  OR += P0 V0R  (P0 from shared)
+//   S0 of the next even page                     S1 of the next odd page
+//
+// so that one warpgroup's softmax runs while the other's MMAs do. S = Q K^T is 36 x wgmma m64n64k16
+// (A = Q, B = the page, both K-major from shared memory); P V is 4 x m64n256k16 with V MN-major.
+// The running max lives in shared memory and is advanced in that order (m -> m_a -> m_b); each
+// warpgroup keeps its own row sums, rescaled by every factor, and adds the other's at the end.
+//
 // Shared memory, every operand in the 128-byte-swizzled K-major layout TMA writes (SWIZZLE_128B):
-//   Q       [9][64 heads][64 dims]   73,728 B, loaded once
-//   page    [2 stages][9][64 keys][64 dims]   2 x 73,728 B, double-buffered TMA (9 boxes of 64 x 64)
-//   P       [64 heads][64 keys] bf16 lives in the page's rope block (dims 512..575): S has read it
-//           by barrier A, and P's lifetime (until O += P V completes) ends when the stage is freed.
-//   exchange float [2][64] row max / row sum; mbarriers.
-// Pipeline: thread 0 issues the TMA loads. Pages 0 and 1 (and Q) are requested up front; page i + 1
-// is requested as soon as every warp has finished O += P V of page i - 1 (mbarrier "free", 8
-// arrivals), i.e. while S of page i runs, so a load has a whole page of compute to land.
-// Rows past the context in the chunk's last page (stale or never written) get -inf scores by select
-// and their V rows are zeroed in shared memory before P V, so garbage cannot become NaN. A token with
-// position < 0 has an empty chunk: zero output (unsplit) or stats (-inf, 0).
+//   Q        [9 tiles][64 heads][64 dims]    73,728 B, loaded once
+//   K0, K1   [9 tiles][64 keys][64 dims]     2 x 73,728 B: the even and the odd page
+//   P0 / P1  bf16 [64 heads][64 keys] in the rope tile (tile 8) of K0 / K1, once S has read it
+//   stats    row max, scale0, scale1, final row sums; mbarriers (Q, and one per tile of K0 and K1).
+// Pipeline: each 64-dim tile of a page has its own mbarrier, so S starts on a page's first tile while
+// the rest lands, and a tile is refilled as soon as its last reader is done: K0 tiles 0-3 (V0L) by
+// WG 0 after OL += P0 V0L, K0 tiles 4-8 (V0R and P0) by WG 1 after OR += P0 V0R, K1 tiles 0-3 and 8
+// (V1L, P1) by WG 0 after OL += P1 V1L, K1 tiles 4-7 (V1R) by WG 1 after OR += P1 V1R. WG 1 scores
+// its page starting with tiles 4-7 (its own, refilled first). (Asking the next pages into L2 ahead
+// of their loads, cp.async.bulk.prefetch one or two pairs ahead, measured 0-12% slower on H200.)
+// Keys past the context in the chunk's last page (stale or never written) get -inf scores by select,
+// and each warpgroup zeroes its half of that page's V rows before P V, so garbage cannot become NaN;
+// a missing odd page (odd page count) is never read. A token with position < 0 has an empty chunk:
+// zero output (unsplit) or stats (-inf, 0).
 #include "backend/cuda/mla_decode_wgmma.h"
 
 #include <cmath>
@@ -46,62 +59,71 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int kHeads = kMlaWgmmaHeads;       // 64: M of every MMA
-constexpr int kKeys = kMlaPageSize;          // 64 keys a step: one page
+constexpr int kKeys = kMlaPageSize;          // 64 keys a page
 constexpr int kSwizzleDims = 64;             // bf16 in one 128-byte swizzled row
-constexpr int kDimBlocks = kMlaCacheWidth / kSwizzleDims;  // 9 column blocks of a row
-constexpr int kRopeBlock = kDimBlocks - 1;   // dims 512..575; P's home once S is done
+constexpr int kTiles = kMlaCacheWidth / kSwizzleDims;  // 9 tiles of 64 dims in a row
+constexpr int kRopeTile = kTiles - 1;        // dims 512..575; P's home once S is done
 constexpr int kRowBytes = kSwizzleDims * 2;  // 128
-constexpr int kBlockBytes = 64 * kRowBytes;  // 8,192: one [64 rows][64 dims] box
-constexpr int kTileBytes = kDimBlocks * kBlockBytes;  // 73,728: Q, or one page
+constexpr int kTileBytes = 64 * kRowBytes;   // 8,192: one [64 rows][64 dims] box
+constexpr int kPageBytes = kTiles * kTileBytes;  // 73,728: Q, or one page
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kKeysPerWg = kKeys / 2;                     // 32: S columns of a warpgroup
+constexpr int kWgThreads = 128;
 constexpr int kDimsPerWg = kMlaLatentDim / 2;             // 256: O columns of a warpgroup
-constexpr int kVBlocksPerWg = kDimsPerWg / kSwizzleDims;  // 4
-static_assert(kDimBlocks * kSwizzleDims == kMlaCacheWidth && kRopeBlock * kSwizzleDims == kMlaLatentDim);
+constexpr int kVTilesPerWg = kDimsPerWg / kSwizzleDims;   // 4
+static_assert(kTiles * kSwizzleDims == kMlaCacheWidth && kRopeTile * kSwizzleDims == kMlaLatentDim);
 static_assert(kKeys == 64 && kHeads == 64, "one page is one 64-key step; M of wgmma is 64");
 
 // Shared memory offsets from the 1024-byte aligned base (the 128-byte swizzle repeats every 1024 B,
 // and both TMA and wgmma compute it from address bits, so every box starts 1024-aligned).
 constexpr int kQOffset = 0;
-constexpr int kPageOffset = kTileBytes;                    // + stage * kTileBytes
-constexpr int kExchangeOffset = kPageOffset + 2 * kTileBytes;  // float [2 WGs][64 rows]
-constexpr int kBarrierOffset = kExchangeOffset + 2 * kHeads * 4;  // uint64 [5]
-constexpr int kQFull = 0, kPageFull = 1, kPageFree = 3;  // barrier indices (full/free: + stage)
-constexpr int kNumBarriers = 5;
+constexpr int kKOffset = kPageBytes;  // + b * kPageBytes for K0 (b = 0) and K1 (b = 1)
+constexpr int kStatsOffset = kKOffset + 2 * kPageBytes;
+// float arrays of 64 rows: the running max, scale0, scale1, and the two warpgroups' final row sums.
+constexpr int kMaxRow = 0, kScale0Row = 1, kScale1Row = 2, kSumRow = 3;  // kSumRow + wg
+constexpr int kStatsBytes = 5 * kHeads * 4;
+constexpr int kBarrierOffset = kStatsOffset + kStatsBytes;
+constexpr int kQBarrier = 0, kKBarrier = 1;  // K barriers: kKBarrier + b * kTiles + tile
+constexpr int kNumBarriers = 1 + 2 * kTiles;
 constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;  // + alignment slack
 static_assert(kSmemBytes <= 227 * 1024, "must fit Hopper's 227 KB of shared memory a block");
 
-constexpr int kNamedBarrier = 1;  // bar.sync id of the two-warpgroup barriers (0 is __syncthreads)
+// Named barriers (bar.sync ids; 0 is __syncthreads). The four hand-offs have one warpgroup arriving
+// and the other waiting (256 threads each); kWgBarrier + wg is a warpgroup's own (128 threads).
+constexpr int kScale0Ready = 1, kScale1Ready = 2, kP0Ready = 3, kP1Ready = 4, kWgBarrier = 5;
 
 // ---- wgmma shapes of this kernel (hopper.cuh has the common wrappers) ----
 
 // MN-major V ([keys][64 dims] boxes; N = dims contiguous): leading offset = the next 64 dims (the
 // next box, 8 KB on), stride offset = the next 8 keys (1024 B on). A k16 step (16 keys) advances the
 // start address by 2 KB.
-__device__ __forceinline__ uint64_t v_descriptor(uint32_t address) {
-  return smem_descriptor(address, kBlockBytes, 1024);
-}
+__device__ __forceinline__ uint64_t v_descriptor(uint32_t address) { return smem_descriptor(address, kTileBytes, 1024); }
 
-// S[64 x 32] (+)= A[64 x 16] B[16 x 32]^T, both K-major in shared memory. The accumulator fragment:
+// S[64 x 64] (+)= A[64 x 16] B[16 x 64]^T, both K-major in shared memory. The accumulator fragment:
 // d[4 j + 2 h + e] = S[16 (warp % 4) + g + 8 h][8 j + 2 c + e] (g = lane / 4, c = lane % 4).
-__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], uint64_t a, uint64_t b, int accumulate) {
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
-      "setp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-      "%16, %17, p, 1, 1, 0, 0;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31])
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
-// O[64 x 256] += A[64 x 16] B[16 x 256]: A K-major, B MN-major (transpose bit set) in shared memory.
-// Same fragment order as above with j < 32.
-__device__ __forceinline__ void wgmma_m64n256k16_b_mn(float (&d)[128], uint64_t a, uint64_t b) {
+// O[64 x 256] += A[64 x 16] B[16 x 256]: A K-major and B MN-major (transpose bit set) in shared
+// memory. Same fragment order as above with j < 32.
+__device__ __forceinline__ void wgmma_m64n256k16_ss(float (&d)[128], uint64_t a, uint64_t b) {
   asm volatile(
       "{\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
@@ -117,22 +139,205 @@ __device__ __forceinline__ void wgmma_m64n256k16_b_mn(float (&d)[128], uint64_t 
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]),
-        "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]),
-        "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]),
-        "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]),
+        "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]),
+        "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]),
+        "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]),
+        "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
+        "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]),
+        "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),
+        "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),
+        "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(a), "l"(b));
+}
+
+// O[64 x 256] += A[64 x 16] B[16 x 256]: A in registers (the m16n8k16 A fragment of each warp's 16
+// rows: a0 = A[g][2c, 2c+1], a1 = A[g+8][2c, 2c+1], a2 = A[g][2c+8, 2c+9], a3 = A[g+8][2c+8, 2c+9]),
+// B MN-major in shared memory.
+__device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "{\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "{%128, %129, %130, %131}, %132, 1, 1, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]),
+        "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]),
+        "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]),
+        "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]),
+        "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
+        "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]),
+        "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),
+        "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),
+        "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+// ---- the kernel's pieces ----
+
+// Where a block's shared memory lies (32-bit shared-window addresses) and its generic pointer.
+struct Smem {
+  uint32_t base;
+  unsigned char* data;
+  __device__ uint32_t k_buffer(int b) const { return base + kKOffset + b * kPageBytes; }
+  __device__ uint32_t tile(uint32_t buffer, int t) const { return buffer + t * kTileBytes; }
+  __device__ uint32_t barrier(int index) const { return base + kBarrierOffset + 8u * index; }
+  __device__ uint32_t k_barrier(int b, int t) const { return barrier(kKBarrier + b * kTiles + t); }
+  __device__ float* stats(int row) const { return reinterpret_cast<float*>(data + kStatsOffset) + row * kHeads; }
+  __device__ unsigned char* at(uint32_t address) const { return data + (address - base); }
+};
+
+// Tiles [first, last) of page `page_id` into buffer b, each counted on its own barrier. One thread.
+__device__ __forceinline__ void load_tiles(const Smem& sm, const CUtensorMap* cache_map, int b, int page_id,
+                                           int first, int last) {
+  for (int t = first; t < last; ++t) {
+    const uint32_t bar = sm.k_barrier(b, t);
+    mbarrier_arrive_expect_tx(bar, kTileBytes);
+    tma_load_2d(sm.tile(sm.k_buffer(b), t), cache_map, t * kSwizzleDims, page_id * kKeys, bar);
+  }
+}
+
+// S (+)= Q K_b^T over tiles [first, last) of buffer b, each after its barrier's phase `parity` has
+// completed. Issues the wgmmas; the caller commits and waits. `zero`: the first MMA starts S from 0.
+template <int kFirst, int kLast>
+__device__ __forceinline__ void issue_scores(const Smem& sm, int b, uint32_t parity, float (&s)[32], bool zero) {
+  const uint32_t k = sm.k_buffer(b);
+#pragma unroll
+  for (int t = kFirst; t < kLast; ++t) {
+    mbarrier_wait(sm.k_barrier(b, t), parity);
+    __syncwarp();  // the lanes leave the spin loop at different times; wgmma needs the warp converged
+    wgmma_fence();  // after the wait's branches, or ptxas injects its own and serialises (C7519/C7520)
+#pragma unroll
+    for (int kk = 0; kk < kSwizzleDims / 16; ++kk) {
+      const uint64_t a = k_major_descriptor(sm.tile(sm.base + kQOffset, t) + 32 * kk);
+      const uint64_t bd = k_major_descriptor(sm.tile(k, t) + 32 * kk);
+      wgmma_m64n64k16(s, a, bd, (zero && t == kFirst && kk == 0) ? 0 : 1);
+    }
+  }
+}
+
+// Scores in log2 units with keys >= valid masked to -inf; returns this thread's two row maxima
+// (reduced over the quad that shares the rows).
+__device__ __forceinline__ void scale_and_mask(float (&s)[32], int valid, float scale_log2, int c, float (&row_max)[2]) {
+  row_max[0] = row_max[1] = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kKeys / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& value = s[4 * j + 2 * h + e];
+        value = 8 * j + 2 * c + e < valid ? value * scale_log2 : -INFINITY;
+        row_max[h] = fmaxf(row_max[h], value);
+      }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
+    row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
+  }
+}
+
+// s <- exp2(s - max) in place; returns the thread's partial row sums.
+__device__ __forceinline__ void exponentiate(float (&s)[32], const float (&max)[2], float (&sum)[2]) {
+  sum[0] = sum[1] = 0.f;
+#pragma unroll
+  for (int j = 0; j < kKeys / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& value = s[4 * j + 2 * h + e];
+        value = exp2f(value - max[h]);
+        sum[h] += value;
+      }
+}
+
+// P (the S fragment) as the register A operand of P V, k16 step kk = keys 16 kk .. 16 kk + 15.
+__device__ __forceinline__ void pack_p(const float (&p)[32], uint32_t (&a)[kKeys / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    a[kk][0] = pack_bf16(p[8 * kk + 0], p[8 * kk + 1]);
+    a[kk][1] = pack_bf16(p[8 * kk + 2], p[8 * kk + 3]);
+    a[kk][2] = pack_bf16(p[8 * kk + 4], p[8 * kk + 5]);
+    a[kk][3] = pack_bf16(p[8 * kk + 6], p[8 * kk + 7]);
+  }
+}
+
+// P * factor[h] as bf16 into the rope tile at `tile`, K-major [64 heads][64 keys] with the 128-byte
+// swizzle: the 16-byte chunk (key / 8) of row r sits at chunk (key / 8) ^ (r % 8).
+__device__ __forceinline__ void store_p(unsigned char* tile, const float (&p)[32], const float (&factor)[2], int row,
+                                        int c) {
+#pragma unroll
+  for (int j = 0; j < kKeys / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = row + 8 * h;
+      *reinterpret_cast<uint32_t*>(tile + r * kRowBytes + ((j ^ (r & 7)) * 16) + 4 * c) =
+          pack_bf16(p[4 * j + 2 * h] * factor[h], p[4 * j + 2 * h + 1] * factor[h]);
+    }
+}
+
+// Zeroes V rows valid..63 of tiles [first, first + 4) of a page (whole 128-byte rows, so the swizzle
+// does not matter), by the 128 threads of one warpgroup, then makes them visible to that warpgroup's
+// wgmma. Only the chunk's last page can be partial.
+__device__ __forceinline__ void zero_v_rows(const Smem& sm, uint32_t buffer, int first, int valid, int wg) {
+  const int wg_thread = threadIdx.x % kWgThreads;
+  const int pieces = (kKeys - valid) * kVTilesPerWg * 8;  // 16-byte pieces
+  for (int i = wg_thread; i < pieces; i += kWgThreads) {
+    const int r = valid + i / (kVTilesPerWg * 8);
+    const int t = first + (i / 8) % kVTilesPerWg;
+    *reinterpret_cast<uint4*>(sm.at(sm.tile(buffer, t)) + r * kRowBytes + (i % 8) * 16) = make_uint4(0u, 0u, 0u, 0u);
+  }
+  fence_proxy_async();
+  named_barrier_sync(kWgBarrier + wg, kWgThreads);
+}
+
+// O (+)= P V over this warpgroup's 4 V tiles starting at `v_tile` of buffer `buffer`: P from registers.
+__device__ __forceinline__ void issue_pv_registers(float (&o)[128], const uint32_t (&a)[kKeys / 16][4],
+                                                   uint32_t v_tile) {
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) wgmma_m64n256k16_rs(o, a[kk], v_descriptor(v_tile + 16 * kk * kRowBytes));
+}
+
+// The same with P from shared memory (K-major [64 heads][64 keys] at p_tile).
+__device__ __forceinline__ void issue_pv_shared(float (&o)[128], uint32_t p_tile, uint32_t v_tile) {
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk)
+    wgmma_m64n256k16_ss(o, k_major_descriptor(p_tile + 32 * kk), v_descriptor(v_tile + 16 * kk * kRowBytes));
+}
+
+__device__ __forceinline__ void rescale(float (&o)[128], const float (&factor)[2]) {
+  if (!__any_sync(0xffffffffu, factor[0] != 1.f || factor[1] != 1.f)) return;  // most pages after the first
+#pragma unroll
+  for (int j = 0; j < kDimsPerWg / 8; ++j) {
+    o[4 * j] *= factor[0];
+    o[4 * j + 1] *= factor[0];
+    o[4 * j + 2] *= factor[1];
+    o[4 * j + 3] *= factor[1];
+  }
 }
 
 // ---- the kernel ----
@@ -142,9 +347,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                             const MlaDecodeParams p) {
   const int head0 = blockIdx.x * kHeads, split = blockIdx.y, t = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wg = warp / 4;                 // warpgroup: key half of S, dim half of O
+  const int wg = warp / 4;  // 0: even pages' S, O dims 0..255; 1: odd pages' S, O dims 256..511
   const int g = lane / 4, c = lane % 4;
-  const int row_in_tile = 16 * (warp % 4) + g;  // this thread's head rows: row_in_tile, row_in_tile + 8
+  const int row = 16 * (warp % 4) + g;  // this thread's head rows: row, row + 8
+  const bool issuer = threadIdx.x % kWgThreads == 0;  // the warpgroup's TMA thread
 
   const int sequence = p.token_sequence[t];
   const MlaRowRange rows = mla_split_rows(mla_visible_rows(p, t, sequence), split, p.num_splits, p.min_split_pages);
@@ -152,208 +358,231 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int h = warp; h < kHeads; h += kWarps) mla_finish_empty(p, t, split, head0 + h, lane);
     return;
   }
-  const int num_tiles = (rows.end - rows.begin + kKeys - 1) / kKeys;  // chunks start on a page boundary
+  const int num_pages = (rows.end - rows.begin + kKeys - 1) / kKeys;  // chunks start on a page boundary
+  const int num_pairs = (num_pages + 1) / 2;
   const int32_t* pages = p.page_ids + p.page_table_start[sequence] + rows.begin / kKeys;
+  auto valid_keys = [&](int page) { return min(kKeys, rows.end - (rows.begin + page * kKeys)); };
 
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_address = smem_address(smem_raw);
   const uint32_t base = (raw_address + 1023u) & ~1023u;
-  unsigned char* smem = smem_raw + (base - raw_address);
-  float* exchange = reinterpret_cast<float*>(smem + kExchangeOffset);  // [2][64]
-  const uint32_t barriers = base + kBarrierOffset;
-  auto barrier = [&](int index) { return barriers + 8u * index; };
-
-  // Page `tile` of the chunk into stage `stage`: 9 boxes of [64 keys][64 dims].
-  auto load_page = [&](int tile, int stage) {
-    const uint32_t full = barrier(kPageFull + stage);
-    mbarrier_arrive_expect_tx(full, kTileBytes);
-    const int row = pages[tile] * kKeys;
-    const uint32_t target = base + kPageOffset + stage * kTileBytes;
-#pragma unroll
-    for (int block = 0; block < kDimBlocks; ++block)
-      tma_load_2d(target + block * kBlockBytes, &cache_map, block * kSwizzleDims, row, full);
-  };
+  const Smem sm{base, smem_raw + (base - raw_address)};
+  float* running_max = sm.stats(kMaxRow);
+  float* scale0_row = sm.stats(kScale0Row);
+  float* scale1_row = sm.stats(kScale1Row);
 
   if (threadIdx.x == 0) {
-    mbarrier_init(barrier(kQFull), 1);
-    mbarrier_init(barrier(kPageFull), 1);
-    mbarrier_init(barrier(kPageFull + 1), 1);
-    mbarrier_init(barrier(kPageFree), kWarps);
-    mbarrier_init(barrier(kPageFree + 1), kWarps);
+    for (int i = 0; i < kNumBarriers; ++i) mbarrier_init(sm.barrier(i), 1);
     mbarrier_init_fence();
   }
+  if (threadIdx.x < kHeads) running_max[threadIdx.x] = -INFINITY;
   __syncthreads();
   if (threadIdx.x == 0) {
-    mbarrier_arrive_expect_tx(barrier(kQFull), kTileBytes);
+    mbarrier_arrive_expect_tx(sm.barrier(kQBarrier), kPageBytes);
     const int q_row = t * p.heads + head0;
-#pragma unroll
-    for (int block = 0; block < kDimBlocks; ++block)
-      tma_load_2d(base + kQOffset + block * kBlockBytes, &q_map, block * kSwizzleDims, q_row, barrier(kQFull));
-    load_page(0, 0);
-    if (num_tiles > 1) load_page(1, 1);
+    for (int tile = 0; tile < kTiles; ++tile)
+      tma_load_2d(sm.tile(base + kQOffset, tile), &q_map, tile * kSwizzleDims, q_row, sm.barrier(kQBarrier));
+    load_tiles(sm, &cache_map, 0, pages[0], 0, kTiles);
+    if (num_pages > 1) load_tiles(sm, &cache_map, 1, pages[1], 0, kTiles);
   }
 
-  // Accumulators, zeroed through opaque moves: with plain `= 0.f` the compiler shares one zero
-  // register among them and ptxas then serialises the wgmmas (C7515).
-  float o[4 * kDimsPerWg / 8];  // O[row_in_tile + 8 h][256 wg + 8 j + 2 c + e] = o[4 j + 2 h + e]
+  float o[4 * kDimsPerWg / 8];  // O[row + 8 h][256 wg + 8 j + 2 c + e] = o[4 j + 2 h + e]
   zero_registers(o);
-  float s[4 * kKeysPerWg / 8];  // S[row_in_tile + 8 h][32 wg + 8 j + 2 c + e] = s[4 j + 2 h + e]
+  float s[4 * kKeys / 8];  // S[row + 8 h][8 j + 2 c + e] = s[4 j + 2 h + e] of this warpgroup's page
   zero_registers(s);
-  float running_max[2] = {-INFINITY, -INFINITY};  // log2 units; identical in both warpgroups
-  float partial_sum[2] = {0.f, 0.f};              // this thread's keys only; reduced at the end
+  uint32_t pa[kKeys / 16][4];  // P of this warpgroup's page in bf16, the A operand of its P V
+  float sum[2] = {0.f, 0.f};   // this thread's keys of both pages, relative to the running max
 
-  mbarrier_wait(barrier(kQFull), 0);
+  mbarrier_wait(sm.barrier(kQBarrier), 0);
   __syncwarp();
-
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    const int stage = tile & 1;
-    const uint32_t page = base + kPageOffset + stage * kTileBytes;
-    // O += P V of the previous page is complete: its stage may be refilled (with page tile + 1,
-    // requested below once all 8 warps have said so). Waiting here, rather than with
-    // wgmma.wait_group 1 after issuing S, keeps ptxas from serialising every wgmma (C7514: it cannot
-    // follow a group left pending across the loop's back edge through a wait_group 1).
-    wgmma_wait<0>();
-    fence_registers(o);
-    if (tile > 0 && lane == 0) mbarrier_arrive(barrier(kPageFree + (stage ^ 1)));
-    mbarrier_wait(barrier(kPageFull + stage), (tile >> 1) & 1);
-    __syncwarp();  // the lanes leave the spin loop at different times; wgmma needs the warp converged
-
-    // S = Q K^T for this warpgroup's 32 keys (rows 32 wg.. of every box), 36 k16 steps.
+  // Prologue: S of pages 0 (WG 0) and 1 (WG 1). Each branch issues, commits and waits on its own:
+  // one group shared by both paths makes ptxas serialise the wgmmas (C7520).
+  if (wg == 0) {
     fence_registers(s);
     wgmma_fence();
-#pragma unroll
-    for (int block = 0; block < kDimBlocks; ++block) {
-#pragma unroll
-      for (int k = 0; k < kSwizzleDims / 16; ++k) {
-        const uint64_t a = k_major_descriptor(base + kQOffset + block * kBlockBytes + 32 * k);
-        const uint64_t b = k_major_descriptor(page + block * kBlockBytes + wg * kKeysPerWg * kRowBytes + 32 * k);
-        wgmma_m64n32k16(s, a, b, block | k);
-      }
-    }
+    issue_scores<0, kTiles>(sm, 0, 0, s, true);
     wgmma_commit();
-    fence_registers(s);
-
-    // Page tile + 1 into the stage page tile - 1 used, once every warp has finished with it. Issued
-    // after this warp's S so that warpgroup 0 does not wait for warpgroup 1 before its MMAs.
-    if (threadIdx.x == 0 && tile > 0 && tile + 1 < num_tiles) {
-      mbarrier_wait(barrier(kPageFree + (stage ^ 1)), ((tile - 1) >> 1) & 1);
-      load_page(tile + 1, stage ^ 1);
-    }
-    __syncwarp();
     wgmma_wait<0>();
     fence_registers(s);
+  } else if (num_pages > 1) {
+    fence_registers(s);
+    wgmma_fence();
+    issue_scores<kVTilesPerWg, kRopeTile>(sm, 1, 0, s, true);
+    issue_scores<0, kVTilesPerWg>(sm, 1, 0, s, false);
+    issue_scores<kRopeTile, kTiles>(sm, 1, 0, s, false);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(s);
+  }
 
-    // Scores in log2 units; keys past the chunk's end are -inf by select (their rows may hold NaN).
-    const int valid = rows.end - (rows.begin + tile * kKeys);  // >= 1; > 64 except on the last page
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int j = 0; j < kKeysPerWg / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = wg * kKeysPerWg + 8 * j + 2 * c + e;
-          float& value = s[4 * j + 2 * h + e];
-          value = key < valid ? value * p.scale_log2 : -INFINITY;
-          tile_max[h] = fmaxf(tile_max[h], value);
-        }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-      if (c == 0) exchange[wg * kHeads + row_in_tile + 8 * h] = tile_max[h];
-    }
-    // Barrier A: both halves' maxima are written, and both warpgroups' S reads of this page are
-    // done (each waited for its own S above), so the rope block may now take P.
-    named_barrier_sync(kNamedBarrier, kThreads);
-
-    float correction[2], new_max[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float other = exchange[(wg ^ 1) * kHeads + row_in_tile + 8 * h];
-      // Finite: key 0 of every page is valid, and it lies in warpgroup 0's half.
-      new_max[h] = fmaxf(running_max[h], fmaxf(tile_max[h], other));
-      correction[h] = exp2f(running_max[h] - new_max[h]);  // 0 on the first page (-inf - finite)
-      running_max[h] = new_max[h];
-      partial_sum[h] *= correction[h];
-    }
-
-    // P = exp2(S - max) as bf16 into the rope block, K-major [64 heads][64 keys] with the 128-byte
-    // swizzle: the 16-byte chunk (key / 8) of row r sits at chunk (key / 8) ^ (r % 8).
-    const uint32_t p_address = page + kRopeBlock * kBlockBytes;
-    unsigned char* p_tile = smem + (p_address - base);
-#pragma unroll
-    for (int j = 0; j < kKeysPerWg / 8; ++j)
+  const uint32_t k0 = sm.k_buffer(0), k1 = sm.k_buffer(1);
+  const uint32_t p0_tile = sm.tile(k0, kRopeTile), p1_tile = sm.tile(k1, kRopeTile);
+  for (int pair = 0; pair < num_pairs; ++pair) {
+    const int page0 = 2 * pair, page1 = page0 + 1;
+    const bool has1 = page1 < num_pages;
+    const bool next0 = page0 + 2 < num_pages, next1 = page1 + 2 < num_pages;
+    const uint32_t next_parity = (pair + 1) & 1;
+    if (wg == 0) {
+      // Softmax of page 0 against the running max m -> m_a.
+      float m_a[2], scale0[2], page_sum[2];
+      scale_and_mask(s, valid_keys(page0), p.scale_log2, c, m_a);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float w0 = exp2f(s[4 * j + 2 * h] - new_max[h]);
-        const float w1 = exp2f(s[4 * j + 2 * h + 1] - new_max[h]);
-        partial_sum[h] += w0 + w1;
-        const int r = row_in_tile + 8 * h;
-        const int chunk = (wg * kKeysPerWg / 8 + j) ^ (r & 7);
-        *reinterpret_cast<uint32_t*>(p_tile + r * kRowBytes + chunk * 16 + 4 * c) = pack_bf16(w0, w1);
+        const float m = running_max[row + 8 * h];
+        m_a[h] = fmaxf(m, m_a[h]);       // finite: key 0 of every page is valid
+        scale0[h] = exp2f(m - m_a[h]);   // 0 on the first page (-inf - finite)
       }
-    // The chunk's last page may end early: zero this warpgroup's V rows past the end (whole
-    // 128-byte rows, so the swizzle does not matter) so that P = 0 never meets NaN.
-    if (valid < kKeys) {
-      const int wg_thread = threadIdx.x % 128;
-      const int pieces = (kKeys - valid) * kVBlocksPerWg * 8;  // 16-byte pieces
-      for (int i = wg_thread; i < pieces; i += 128) {
-        const int r = valid + i / (kVBlocksPerWg * 8);
-        const int block = wg * kVBlocksPerWg + (i / 8) % kVBlocksPerWg;
-        *reinterpret_cast<uint4*>(smem + (page - base) + block * kBlockBytes + r * kRowBytes + (i % 8) * 16) =
-            make_uint4(0u, 0u, 0u, 0u);
-      }
-    }
-    fence_proxy_async();  // P and the zeroed rows, before wgmma reads them through the async proxy
-
-    // Rescale O (no MMA is in flight: both groups were waited for). Skipped by whole warps when no
-    // row max moved, which is most pages after the first.
-    if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
+      __syncwarp();  // every lane has read the old max before lane c == 0 overwrites it
+      if (c == 0)
 #pragma unroll
-      for (int j = 0; j < kDimsPerWg / 8; ++j) {
-        o[4 * j] *= correction[0];
-        o[4 * j + 1] *= correction[0];
-        o[4 * j + 2] *= correction[1];
-        o[4 * j + 3] *= correction[1];
+        for (int h = 0; h < 2; ++h) {
+          scale0_row[row + 8 * h] = scale0[h];
+          running_max[row + 8 * h] = m_a[h];
+        }
+      named_barrier_arrive(kScale0Ready, kThreads);
+      exponentiate(s, m_a, page_sum);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) sum[h] = sum[h] * scale0[h] + page_sum[h];
+      pack_p(s, pa);
+      rescale(o, scale0);
+      if (valid_keys(page0) < kKeys) zero_v_rows(sm, k0, 0, valid_keys(page0), wg);
+      // OL = OL * scale0 + P0 V0L.
+      fence_registers(o);
+      wgmma_fence();
+      issue_pv_registers(o, pa, sm.tile(k0, 0));
+      wgmma_commit();
+
+      // P0, rescaled to m_b, for WG 1's OR += P0 V0R.
+      named_barrier_sync(kScale1Ready, kThreads);
+      float scale1[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        scale1[h] = scale1_row[row + 8 * h];
+        sum[h] *= scale1[h];
+      }
+      store_p(sm.at(p0_tile), s, scale1, row, c);
+      fence_proxy_async();
+      named_barrier_arrive(kP0Ready, kThreads);
+
+      wgmma_wait<0>();
+      fence_registers(o);
+      if (issuer && next0) load_tiles(sm, &cache_map, 0, pages[page0 + 2], 0, kVTilesPerWg);  // V0L is free
+
+      if (has1) {  // OL = OL * scale1 + P1 V1L
+        named_barrier_sync(kP1Ready, kThreads);
+        rescale(o, scale1);
+        if (valid_keys(page1) < kKeys) zero_v_rows(sm, k1, 0, valid_keys(page1), wg);
+        fence_registers(o);
+        wgmma_fence();
+        issue_pv_shared(o, p1_tile, sm.tile(k1, 0));
+        wgmma_commit();
+      }
+      if (next0) {  // S of the next even page; its tiles 0-3 were requested above
+        fence_registers(s);
+        wgmma_fence();
+        issue_scores<0, kVTilesPerWg>(sm, 0, next_parity, s, true);
+        wgmma_commit();
+        wgmma_wait<1>();  // P1 V1L is done: V1L and P1 are free
+        fence_registers(o);
+        if (issuer && next1) {
+          load_tiles(sm, &cache_map, 1, pages[page1 + 2], 0, kVTilesPerWg);
+          load_tiles(sm, &cache_map, 1, pages[page1 + 2], kRopeTile, kTiles);
+        }
+        issue_scores<kVTilesPerWg, kTiles>(sm, 0, next_parity, s, false);
+        wgmma_commit();
+      }
+      wgmma_wait<0>();
+      fence_registers(o);
+      fence_registers(s);
+    } else {
+      // Softmax of page 1 against m_a -> m_b.
+      named_barrier_sync(kScale0Ready, kThreads);
+      float m_b[2], scale0[2], scale1[2], page_sum[2] = {0.f, 0.f};
+      if (has1) {
+        scale_and_mask(s, valid_keys(page1), p.scale_log2, c, m_b);
+      } else {
+        m_b[0] = m_b[1] = -INFINITY;
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m_a = running_max[row + 8 * h];
+        scale0[h] = scale0_row[row + 8 * h];
+        m_b[h] = fmaxf(m_a, m_b[h]);
+        scale1[h] = exp2f(m_a - m_b[h]);
+      }
+      __syncwarp();
+      if (c == 0)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          scale1_row[row + 8 * h] = scale1[h];
+          running_max[row + 8 * h] = m_b[h];
+        }
+      named_barrier_arrive(kScale1Ready, kThreads);
+      if (has1) exponentiate(s, m_b, page_sum);
+      float both[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        both[h] = scale0[h] * scale1[h];
+        sum[h] = sum[h] * both[h] + page_sum[h];
+      }
+      rescale(o, both);
+      if (has1) {  // P1 to shared for WG 0, then OR += P1 V1R
+        const float one[2] = {1.f, 1.f};
+        store_p(sm.at(p1_tile), s, one, row, c);
+        fence_proxy_async();
+        named_barrier_arrive(kP1Ready, kThreads);
+        pack_p(s, pa);
+        if (valid_keys(page1) < kKeys) zero_v_rows(sm, k1, kVTilesPerWg, valid_keys(page1), wg);
+        fence_registers(o);
+        wgmma_fence();
+        issue_pv_registers(o, pa, sm.tile(k1, kVTilesPerWg));
+        wgmma_commit();
+      }
+      // OR += P0 V0R.
+      named_barrier_sync(kP0Ready, kThreads);
+      if (valid_keys(page0) < kKeys) zero_v_rows(sm, k0, kVTilesPerWg, valid_keys(page0), wg);
+      fence_registers(o);
+      wgmma_fence();
+      issue_pv_shared(o, p0_tile, sm.tile(k0, kVTilesPerWg));
+      wgmma_commit();
+      wgmma_wait<1>();  // P1 V1R is done (when issued): V1R is free
+      fence_registers(o);
+      if (issuer && next1) load_tiles(sm, &cache_map, 1, pages[page1 + 2], kVTilesPerWg, kRopeTile);
+      wgmma_wait<0>();  // P0 V0R is done: V0R and P0 are free
+      fence_registers(o);
+      if (issuer && next0) load_tiles(sm, &cache_map, 0, pages[page0 + 2], kVTilesPerWg, kTiles);
+      if (next1) {  // S of the next odd page: its own tiles 4-7 first, then those WG 0 requests
+        fence_registers(s);
+        wgmma_fence();
+        issue_scores<kVTilesPerWg, kRopeTile>(sm, 1, next_parity, s, true);
+        issue_scores<0, kVTilesPerWg>(sm, 1, next_parity, s, false);
+        issue_scores<kRopeTile, kTiles>(sm, 1, next_parity, s, false);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_registers(s);
       }
     }
-    // Barrier B: all of P (both key halves) and the zeroed rows are in shared memory.
-    named_barrier_sync(kNamedBarrier, kThreads);
-
-    // O[64, 256 wg..] += P[64, 64 keys] V[64 keys, 256 wg..], 4 k16 steps of 16 keys.
-    fence_registers(o);
-    wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < kKeys / 16; ++k) {
-      const uint64_t a = k_major_descriptor(p_address + 32 * k);
-      const uint64_t b = v_descriptor(page + wg * kVBlocksPerWg * kBlockBytes + 16 * k * kRowBytes);
-      wgmma_m64n256k16_b_mn(o, a, b);
-    }
-    wgmma_commit();
-    fence_registers(o);
   }
-  wgmma_wait<0>();
-  fence_registers(o);
 
-  // Row sums: the quad's keys, then the other warpgroup's half (the exchange buffer's last reads
-  // were before the final barrier B).
-  float sum[2];
+  // Row sums: the quad's keys, then the other warpgroup's.
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    sum[h] = partial_sum[h];
     sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
     sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-    if (c == 0) exchange[wg * kHeads + row_in_tile + 8 * h] = sum[h];
+    if (c == 0) sm.stats(kSumRow + wg)[row + 8 * h] = sum[h];
   }
-  named_barrier_sync(kNamedBarrier, kThreads);
+  __syncthreads();
+  float final_max[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) sum[h] += exchange[(wg ^ 1) * kHeads + row_in_tile + 8 * h];
+  for (int h = 0; h < 2; ++h) {
+    sum[h] += sm.stats(kSumRow + (wg ^ 1))[row + 8 * h];
+    final_max[h] = running_max[row + 8 * h];
+  }
 
   const int dim0 = wg * kDimsPerWg + 2 * c;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int head = head0 + row_in_tile + 8 * h;
+    const int head = head0 + row + 8 * h;
     if (p.num_splits == 1) {
       const float inverse = 1.f / sum[h];  // >= 1: the max key contributes exp2(0)
       bf16* out = p.out + (static_cast<size_t>(t) * p.heads + head) * kMlaLatentDim + dim0;
@@ -367,7 +596,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < kDimsPerWg / 8; ++j)
         *reinterpret_cast<float2*>(out + 8 * j) = make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
-      if (wg == 0 && c == 0) p.partial_stats[index] = make_float2(running_max[h], sum[h]);
+      if (wg == 0 && c == 0) p.partial_stats[index] = make_float2(final_max[h], sum[h]);
     }
   }
 }

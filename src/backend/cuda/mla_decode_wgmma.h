@@ -18,7 +18,7 @@ inline constexpr int kMlaWgmmaHeads = 64;
 constexpr bool mla_decode_wgmma_supports(int heads) { return heads >= kMlaWgmmaHeads && heads % kMlaWgmmaHeads == 0; }
 
 // Enqueues the attention kernel on `stream`: grid (H / 64, p.num_splits, tokens), 256 threads,
-// ~218 KB of dynamic shared memory. Unsplit it writes p.out; split it writes p.partial_out and
+// ~219 KB of dynamic shared memory. Unsplit it writes p.out; split it writes p.partial_out and
 // p.partial_stats exactly as the other fast kernels do, and the caller then runs the combine.
 // Requires heads supported (above), 16-byte aligned q and cache, tokens * heads < 2^31. Builds two
 // TMA descriptors on the host (no device memory, no sync): graph-capturable. Throws dsinfer::Error
