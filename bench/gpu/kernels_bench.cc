@@ -7,7 +7,7 @@
 // Timing (issue 8, ANCHORS.md): the L2 flushed before each call (a 256 MiB cudaMemsetAsync outside
 // the timed region), CUDA events around the one call, the median of --runs (default 20) after two
 // warm-ups. Cases:
-//   - MLA decode (mla_decode.h, the production kernel choice: WGMMA at 64-head multiples), BF16 paged
+//   - MLA decode (mla_decode.h, the production kernel: kWgmma, 16 heads padding its MMA rows), BF16 paged
 //     cache (page 64, 576 / 512): heads 128 and 16, 1 and 2 query tokens per sequence (MTP),
 //     batch 64 and 128, cache 1K / 4K / 8K. TFLOP/s counts 2 * heads * cache_len * (576 + 512) per
 //     query token; TB/s the cache bytes read once.
@@ -177,9 +177,8 @@ void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json&
           args.scale = 0.1f;
           args.scratch = scratch.get();
           args.scratch_bytes = scratch.bytes();
-          const auto kernel = heads % 64 == 0 ? backend::cuda::MlaDecodeKernel::kWgmma
-                                              : backend::cuda::MlaDecodeKernel::kTensorCore;
-          const double us = timer.median_us([&] { backend::cuda::mla_decode(args, kernel, stream); });
+          const double us =
+              timer.median_us([&] { backend::cuda::mla_decode(args, backend::cuda::MlaDecodeKernel::kWgmma, stream); });
           // Each query token attends to about `cache` rows (the last q tokens see slightly fewer).
           const double flops = 2.0 * heads * double(cache) * (576 + 512) * tokens;
           const double bytes = double(batch) * cache * width * 2;

@@ -16,13 +16,14 @@
 //                heads 16 mt.. of keys part * 32 / D ..), S through shared memory, then every warp
 //                runs the same online softmax for its 16 heads and accumulates P V for its 512 / D
 //                output dims (D = warps per head tile).
-//   kWgmma:      mla_decode_wgmma.cu (Hopper wgmma + TMA; grid (H / 64, splits, T), 256 threads), when
-//                H is a multiple of 64; otherwise kTensorCore. Same chunks, scratch and combine.
+//   kWgmma:      mla_decode_wgmma.cu (Hopper wgmma + TMA; grid (ceil(H / 64), splits, T), 256 threads;
+//                fewer than 64 heads pad the MMA rows). Same chunks, scratch and combine.
 //   combine:     grid (H, T), 128 threads, 4 output dims a thread; only when splits > 1. Thread s
 //                reads chunk s's stats, block reductions give the max and denominator, then each
 //                thread sums its float4 of every chunk with 8 coalesced 16-byte loads in flight.
 //                Bytes: splits * H * (512 * 4 + 8) read per token, H * 512 * 2 written.
-//   splits:      min(one wave of blocks, 128); each token uses ceil(its pages / chunk pages) of them,
+//   splits:      min(one wave of the production kernel's blocks (kWgmma: ceil(H / 64) blocks a token
+//                and chunk, one a SM), 128); each token uses ceil(its pages / chunk pages) of them,
 //                chunks of at least min_split_pages pages (mla_split_rows); see mla_decode_num_splits.
 //   generic:     any other widths (L, R): grid (ceil(H / 8), T), 256 threads; warp w owns head
 //                8 * blockIdx.x + w of token blockIdx.y and walks all its visible rows (no split);
@@ -503,16 +504,11 @@ __global__ void __launch_bounds__(kGenericWarps * 32) mla_decode_generic_kernel(
 // Host side.
 
 // The tensor-core block shape for H heads: 64 heads (4 m-tiles x 2 dim halves, 8 warps) when H > 32,
-// 32 heads (2 x 4, 8 warps) when H > 16, else 16 heads (1 x 4, 4 warps). Resident blocks per SM
-// follow from shared memory: ~160 KB and ~117 KB fit once in 227 KB, ~96 KB twice.
-struct TcChoice {
-  int heads_per_block;
-  int blocks_per_sm;
-};
-TcChoice tc_choice(int heads) {
-  if (heads > 32) return {64, 1};
-  if (heads > 16) return {32, 1};
-  return {16, 2};
+// 32 heads (2 x 4, 8 warps) when H > 16, else 16 heads (1 x 4, 4 warps).
+int tc_heads_per_block(int heads) {
+  if (heads > 32) return 64;
+  if (heads > 16) return 32;
+  return 16;
 }
 
 size_t scratch_for(int tokens, int heads, int splits) {
@@ -562,9 +558,10 @@ void mla_decode_generic(const MlaDecodeArgs& args, cudaStream_t stream) {
 int mla_decode_num_splits(int tokens, int heads, int sm_count) {
   DSINFER_CHECK(tokens >= 1 && heads >= 1 && sm_count >= 1, "mla_decode_num_splits: tokens (", tokens,
                 "), heads (", heads, ") and sm_count (", sm_count, ") must be positive");
-  const TcChoice choice = tc_choice(heads);
-  const int64_t groups = (heads + choice.heads_per_block - 1) / choice.heads_per_block;
-  const int64_t resident = int64_t{sm_count} * choice.blocks_per_sm;
+  // One wave of kWgmma's blocks (one per SM, 64 heads each, padded below 64 heads): the production
+  // kernel's. kTensorCore takes the same count, so that every kernel cuts the same chunks.
+  const int64_t groups = (heads + kMlaWgmmaHeads - 1) / kMlaWgmmaHeads;
+  const int64_t resident = sm_count;
   const int64_t one_wave = std::max<int64_t>(1, resident / (int64_t{tokens} * groups));  // one wave, not two
   return static_cast<int>(std::min<int64_t>(one_wave, kMlaDecodeMaxSplits));
 }
@@ -624,10 +621,10 @@ void mla_decode(const MlaDecodeArgs& args, MlaDecodeKernel kernel, cudaStream_t 
     const dim3 grid((args.heads + kSimpleWarps - 1) / kSimpleWarps, splits, args.tokens);
     mla_decode_simple_kernel<<<grid, kSimpleWarps * 32, 0, stream>>>(p);
     DSINFER_CUDA_CHECK_LAUNCH();
-  } else if (kernel == MlaDecodeKernel::kWgmma && mla_decode_wgmma_supports(args.heads)) {
+  } else if (kernel == MlaDecodeKernel::kWgmma) {
     launch_mla_decode_wgmma(p, args.tokens, stream);
   } else {
-    const int heads_per_block = tc_choice(args.heads).heads_per_block;
+    const int heads_per_block = tc_heads_per_block(args.heads);
     if (heads_per_block == 64)
       launch_tc<4, 2>(p, args.tokens, stream);
     else if (heads_per_block == 32)

@@ -43,8 +43,8 @@ inline constexpr int kMlaGenericMaxWidth = 1024;  // L + R limit of the generic 
 enum class MlaDecodeKernel : uint8_t {
   kSimple,      // CUDA cores, one warp per (token, head): the reference
   kTensorCore,  // mma.sync bf16, 16..64 heads per block as the M dimension
-  kWgmma,       // Hopper wgmma + TMA, 64 heads per block (mla_decode_wgmma.h); H not a multiple of 64
-                // takes kTensorCore. Same splits and scratch, so results are interchangeable.
+  kWgmma,       // Hopper wgmma + TMA, 64 heads per block (mla_decode_wgmma.h), any H (fewer than 64
+                // heads in a block pad the MMA rows). Same splits and scratch as kTensorCore.
 };
 
 // True when (latent_dim, rope_dim) are DeepSeek's 512 / 64, the widths the fast kernels are built for.

@@ -82,6 +82,10 @@ std::vector<Case> all_cases() {
   std::vector<Case> cases;
   const std::pair<int, int> shapes[] = {{1, 2048}, {1, 16384}, {8, 4096}, {64, 2048}, {128, 2048}, {256, 2048}, {256, 4096}};
   for (auto [tokens, context] : shapes) cases.push_back(uniform_case(tokens, context));
+  Case few_heads = uniform_case(128, 4096);  // 16 heads (TP 8 of 128): the rows of a 64-head MMA padded
+  few_heads.heads = 16;
+  few_heads.name += " H=16";
+  cases.push_back(few_heads);
   // A flat softmax (the 1/sqrt(576) scale) on a split shape and an unsplit one.
   Case flat = uniform_case(4, 3000);
   flat.name += " flat";
@@ -118,7 +122,8 @@ std::vector<Case> all_cases() {
     cases.push_back(c);
   }
   cases.push_back(ragged_case("H=64 ragged", {1, 65, 300, 2048, 0}, 64));
-  cases.push_back(ragged_case("H=16 ragged (kWgmma falls back)", {1, 65, 300}, 16));
+  cases.push_back(ragged_case("H=16 ragged", {1, 65, 300}, 16));
+  cases.push_back(ragged_case("H=96 ragged (a 32-head block)", {1, 65, 300, 1000}, 96));
   return cases;
 }
 

@@ -3,7 +3,10 @@
 //
 //   out[t, h, :] = softmax_j(scale * q[t, h, :] . row_j) @ row_j[:512],  j over the token's chunk
 //
-// Shapes: q [T, H, 576] bf16 (H a multiple of 64), cache [pages, 64, 576] bf16, out [T, H, 512] bf16.
+// Shapes: q [T, H, 576] bf16, cache [pages, 64, 576] bf16, out [T, H, 512] bf16. A block takes 64
+// heads; with fewer (H = 16 or 32 under tensor parallelism, or the last block of H = 96) the MMA rows
+// past them score whatever q rows follow (the next tokens' heads, or TMA's zero fill past the end)
+// and are never written: at 16 heads the kernel is bound by the cache read, not the wasted MMAs.
 // Roofline per token: bytes = kv_len * 576 * 2 (the two 64-head blocks of a chunk run side by side and
 // share the page through L2) + H * 576 * 2 + H * 512 * 2; FLOPs = 2 * H * kv_len * (576 + 512), about
 // 240 FLOP per cache byte at H = 128: compute-bound on H200 (~4.3 TB/s against ~800 TFLOP/s dense).
@@ -346,6 +349,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap cache_map,
                             const MlaDecodeParams p) {
   const int head0 = blockIdx.x * kHeads, split = blockIdx.y, t = blockIdx.z;
+  const int block_heads = min(kHeads, p.heads - head0);  // rows of this block that are real heads
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wg = warp / 4;  // 0: even pages' S, O dims 0..255; 1: odd pages' S, O dims 256..511
   const int g = lane / 4, c = lane % 4;
@@ -355,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int sequence = p.token_sequence[t];
   const MlaRowRange rows = mla_split_rows(mla_visible_rows(p, t, sequence), split, p.num_splits, p.min_split_pages);
   if (rows.empty()) {  // uniform over the block, before any barrier exists
-    for (int h = warp; h < kHeads; h += kWarps) mla_finish_empty(p, t, split, head0 + h, lane);
+    for (int h = warp; h < block_heads; h += kWarps) mla_finish_empty(p, t, split, head0 + h, lane);
     return;
   }
   const int num_pages = (rows.end - rows.begin + kKeys - 1) / kKeys;  // chunks start on a page boundary
@@ -582,6 +586,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int dim0 = wg * kDimsPerWg + 2 * c;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    if (row + 8 * h >= block_heads) continue;
     const int head = head0 + row + 8 * h;
     if (p.num_splits == 1) {
       const float inverse = 1.f / sum[h];  // >= 1: the max key contributes exp2(0)
@@ -612,8 +617,6 @@ CUtensorMap make_row_map(const bf16* data, uint64_t rows, const char* what) {
 }  // namespace
 
 void launch_mla_decode_wgmma(const MlaDecodeParams& p, int tokens, cudaStream_t stream) {
-  DSINFER_CHECK(mla_decode_wgmma_supports(p.heads), "mla_decode (wgmma): ", p.heads,
-                " heads are not a multiple of ", kHeads);
   DSINFER_CHECK(int64_t{tokens} * p.heads < (int64_t{1} << 31), "mla_decode (wgmma): ", tokens, " tokens x ",
                 p.heads, " heads exceed the TMA row coordinate range");
   const CUtensorMap q_map = make_row_map(p.q, static_cast<uint64_t>(tokens) * p.heads, "q");
@@ -623,7 +626,7 @@ void launch_mla_decode_wgmma(const MlaDecodeParams& p, int tokens, cudaStream_t 
   // A function attribute, not a stream operation: legal (and cheap) during graph capture.
   DSINFER_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           kSmemBytes));
-  const dim3 grid(p.heads / kHeads, p.num_splits, tokens);
+  const dim3 grid((p.heads + kHeads - 1) / kHeads, p.num_splits, tokens);
   mla_decode_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q_map, cache_map, p);
   DSINFER_CUDA_CHECK_LAUNCH();
 }

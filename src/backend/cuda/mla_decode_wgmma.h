@@ -10,17 +10,13 @@
 
 namespace dsinfer::backend::cuda {
 
-// Heads per block of the WGMMA kernel: the M of its MMAs. H must be a multiple of it.
+// Heads per block of the WGMMA kernel: the M of its MMAs. A last block with fewer heads pads its rows.
 inline constexpr int kMlaWgmmaHeads = 64;
 
-// True when the WGMMA kernel covers H heads (a multiple of 64; else mla_decode takes kTensorCore,
-// whose 64-head blocks give the same split count for H > 32).
-constexpr bool mla_decode_wgmma_supports(int heads) { return heads >= kMlaWgmmaHeads && heads % kMlaWgmmaHeads == 0; }
-
-// Enqueues the attention kernel on `stream`: grid (H / 64, p.num_splits, tokens), 256 threads,
+// Enqueues the attention kernel on `stream`: grid (ceil(H / 64), p.num_splits, tokens), 256 threads,
 // ~219 KB of dynamic shared memory. Unsplit it writes p.out; split it writes p.partial_out and
 // p.partial_stats exactly as the other fast kernels do, and the caller then runs the combine.
-// Requires heads supported (above), 16-byte aligned q and cache, tokens * heads < 2^31. Builds two
+// Requires 16-byte aligned q and cache, tokens * heads < 2^31. Builds two
 // TMA descriptors on the host (no device memory, no sync): graph-capturable. Throws dsinfer::Error
 // when the driver cannot build them or the launch fails.
 void launch_mla_decode_wgmma(const MlaDecodeParams& p, int tokens, cudaStream_t stream);
