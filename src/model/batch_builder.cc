@@ -42,6 +42,17 @@ void BatchBuilder::add(std::span<const int32_t> tokens, int32_t start, const std
     for (int32_t i = 0; i < count; ++i) batch_.logit_rows.push_back(first_row + i);
 }
 
+void BatchBuilder::score(int32_t first, std::span<const int32_t> targets, int32_t top_n) {
+  const backend::AttentionBatch& attention = batch_.attention;
+  DSINFER_CHECK(attention.num_sequences() > 0, "score: no sequence was added");
+  const int32_t begin = attention.query_start[attention.num_sequences() - 1];
+  const int32_t count = attention.query_start.back() - begin;
+  DSINFER_CHECK(first >= 0 && first + static_cast<int64_t>(targets.size()) <= count, "score: rows [", first, ", ",
+                first + static_cast<int64_t>(targets.size()), ") of a sequence of ", count, " tokens");
+  for (size_t i = 0; i < targets.size(); ++i)
+    batch_.scored_rows.push_back({begin + first + static_cast<int32_t>(i), targets[i], top_n});
+}
+
 namespace {
 
 // Sequences [first, last) of `from` as a batch of their own (token rows renumbered from 0).
@@ -85,6 +96,10 @@ ForwardBatch reordered(const ForwardBatch& from, const std::vector<int>& order) 
     out.attention.add_pages(a.pages(b));
   }
   for (int32_t row : from.logit_rows) out.logit_rows.push_back(new_row[row]);
+  for (ScoredRow scored : from.scored_rows) {
+    scored.row = new_row[scored.row];
+    out.scored_rows.push_back(scored);
+  }
   return out;
 }
 

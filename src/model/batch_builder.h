@@ -22,6 +22,10 @@ class BatchBuilder {
   void reserve(size_t sequences, size_t tokens, size_t page_ids);
   // Adds a sequence's `tokens`, the first at position `start`; `pages` must cover start + size.
   void add(std::span<const int32_t> tokens, int32_t start, const std::vector<int32_t>& pages, LogitRows logits);
+  // Scores rows [first, first + targets.size()) of the sequence added last, row first + i against
+  // targets[i] with the top_n most likely tokens (ForwardBatch::scored_rows; they follow their rows
+  // when build() moves the sequence).
+  void score(int32_t first, std::span<const int32_t> targets, int32_t top_n);
   ForwardBatch build(AttentionMode mode = AttentionMode::kAuto);
 
  private:

@@ -115,6 +115,10 @@ Tensor DeepseekModel::logits(const Tensor& hidden, const ForwardBatch& batch) co
   return head_logits(backend_, hidden, batch, lm_head_);
 }
 
+Tensor DeepseekModel::row_logits(const Tensor& hidden, const std::vector<int32_t>& rows) const {
+  return backend_.linear_f32(backend_.gather_rows(hidden, rows), lm_head_);
+}
+
 ForwardResult DeepseekModel::forward_mtp(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
                                          LatentCache& cache) const {
   DSINFER_CHECK(module >= 0 && module < num_mtp_modules(), "MTP module ", module, " is not loaded (",

@@ -67,6 +67,9 @@ class DeepseekModel {
   void prepare(const ForwardBatch& batch, const Tensor* previous = nullptr) const;
   Tensor hidden_states(const ForwardBatch& batch, LatentCache& cache) const;
   Tensor logits(const Tensor& hidden, const ForwardBatch& batch) const;
+  // The head over any rows of hidden -> [rows, vocab] f32 on the device: the rows of a step that
+  // are scored, not sampled (ForwardBatch::scored_rows), a slice at a time.
+  Tensor row_logits(const Tensor& hidden, const std::vector<int32_t>& rows) const;
   // MTP module `module` (0-based); see MtpModule::forward.
   ForwardResult forward_mtp(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
                             LatentCache& cache) const;

@@ -15,10 +15,20 @@ namespace dsinfer::model {
 enum class AttentionMode : uint8_t { kAuto, kExpanded, kAbsorbed };
 inline constexpr int32_t kMaxAbsorbedQueryLen = 4;
 
+// A row scored against the token that follows it instead of sampled (vLLM's prompt_logprobs): the
+// executor runs the head over such rows in bounded slices and hands back only the token's logprob,
+// its rank and the top_n most likely tokens, never the logits (runtime/prompt_scores.h).
+struct ScoredRow {
+  int32_t row = 0;     // of [0, T)
+  int32_t target = 0;  // the token after it
+  int32_t top_n = 0;   // most likely tokens wanted besides the target
+};
+
 struct ForwardBatch {
   std::vector<int32_t> token_ids;      // [T]
   backend::AttentionBatch attention;   // positions, context lengths, pages, slots of the T tokens
   std::vector<int32_t> logit_rows;     // rows of [0, T) whose logits are wanted, in the caller's order
+  std::vector<ScoredRow> scored_rows;  // rows to score, in the caller's order (not part of begin_step)
   AttentionMode mode = AttentionMode::kAuto;
 
   // The form of each sequence, as BatchBuilder lays the batch out: sequences [0, absorbed_sequences)

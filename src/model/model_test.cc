@@ -181,6 +181,19 @@ TEST_P(ModelFixture, ASequenceComputesTheSameWhateverElseIsInTheStep) {
   EXPECT_LE(max_abs_diff(alone, beside), bound);
 }
 
+TEST_P(ModelFixture, TheHeadOverChosenRowsGivesThoseRowsLogits) {
+  // What prompt_logprobs scores (runtime/prompt_scores.h): any rows of a step's hidden states.
+  const Case& c = cases_[2];
+  LatentCache cache = model_->make_cache(8);
+  ForwardResult all = prefill(c.prompt, cache, scrambled_pages(2, 0));
+  const std::vector<int32_t> rows = {5, 0, static_cast<int32_t>(c.prompt.size()) - 1};
+  Tensor picked = backend_->to_host(model_->row_logits(all.hidden, rows));
+  ASSERT_EQ(picked.dim(0), static_cast<int64_t>(rows.size()));
+  float bound = test_device() == "cpu" ? 0.0f : logit_tolerance() * max_abs(all.logits);
+  for (size_t i = 0; i < rows.size(); ++i)
+    EXPECT_LE(max_abs_diff(picked.slice(i, i + 1), all.logits.slice(rows[i], rows[i] + 1)), bound) << "row " << rows[i];
+}
+
 TEST_P(ModelFixture, MtpLogitsMatchHuggingFace) {
   if (model_->num_mtp_modules() == 0) GTEST_SKIP() << "no MTP module in this fixture";
   int checked = 0;
@@ -205,6 +218,25 @@ INSTANTIATE_TEST_SUITE_P(HuggingFace, ModelFixture, ::testing::Values("v3-tiny",
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+TEST(BatchBuilder, ScoredRowsFollowTheirSequenceWhenBuildMovesIt) {
+  BatchBuilder builder;
+  builder.add(std::vector<int32_t>{10, 11, 12, 13, 14, 15}, 0, {0}, LogitRows::kLast);  // a prompt chunk: expanded
+  builder.score(1, std::vector<int32_t>{12, 13}, 4);  // rows of tokens 11 and 12, against the tokens after them
+  builder.add(std::vector<int32_t>{20}, 7, {1}, LogitRows::kLast);  // a decode: absorbed, so build moves it first
+  ForwardBatch batch = builder.build();
+  ASSERT_EQ(batch.token_ids.front(), 20) << "the decode was not moved";
+  ASSERT_EQ(batch.scored_rows.size(), 2u);
+  EXPECT_EQ(batch.scored_rows[0].row, 2);
+  EXPECT_EQ(batch.scored_rows[1].row, 3);
+  for (const ScoredRow& row : batch.scored_rows) {
+    EXPECT_EQ(batch.token_ids[row.row] + 1, row.target);
+    EXPECT_EQ(row.top_n, 4);
+  }
+  EXPECT_THROW(builder.score(0, std::vector<int32_t>{1}, 0), Error) << "no sequence in the fresh builder";
+  builder.add(std::vector<int32_t>{1, 2}, 0, {0}, LogitRows::kNone);
+  EXPECT_THROW(builder.score(1, std::vector<int32_t>{3, 4}, 0), Error) << "past the sequence's rows";
+}
 
 }  // namespace
 }  // namespace dsinfer::model

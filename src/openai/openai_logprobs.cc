@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <string>
 #include <cmath>
 
 #include "core/error.h"
@@ -48,6 +49,14 @@ int64_t code_points(std::string_view text) {
   return count;
 }
 
+Json prompt_entry(float logprob, int32_t rank, std::string decoded) {
+  Json entry = Json::object();
+  entry["logprob"] = logprob_json(logprob);
+  entry["rank"] = static_cast<int64_t>(rank);
+  entry["decoded_token"] = std::move(decoded);
+  return entry;
+}
+
 }  // namespace
 
 Json chat_logprobs(std::span<const runtime::TokenLogprob> logprobs, const TokenText& token_text) {
@@ -87,6 +96,30 @@ Json completion_logprobs(std::span<const runtime::TokenLogprob> logprobs, const 
   object["top_logprobs"] = std::move(top_logprobs);
   object["text_offset"] = std::move(offsets);
   return object;
+}
+
+Json prompt_logprobs_json(std::span<const runtime::PromptLogprob> scored, const TokenText& token_text) {
+  DSINFER_CHECK(token_text, "prompt logprobs need the tokenizer's token text");
+  Json list = Json::array();
+  list.push_back(Json());  // the first prompt token: nothing before it to score it against
+  for (const runtime::PromptLogprob& token : scored) {
+    // Keys are token ids as strings, as Python's json writes vLLM's dict[int, Logprob]. A prompt
+    // token among the top N shows its place there (which differs from its count only on a tie), as
+    // vLLM's dict keeps the top entry's value: so the ranks shown are 1..N once each.
+    auto place = std::find_if(token.top.begin(), token.top.end(),
+                              [&](const auto& entry) { return entry.first == token.token_id; });
+    const int32_t own_rank =
+        place == token.top.end() ? token.rank : static_cast<int32_t>(place - token.top.begin()) + 1;
+    Json entry = Json::object();
+    entry[std::to_string(token.token_id)] = prompt_entry(token.logprob, own_rank, token_text(token.token_id));
+    int32_t rank = 0;
+    for (const auto& [id, logprob] : token.top) {
+      ++rank;
+      if (id != token.token_id) entry[std::to_string(id)] = prompt_entry(logprob, rank, token_text(id));
+    }
+    list.push_back(std::move(entry));
+  }
+  return list;
 }
 
 }  // namespace dsinfer::server

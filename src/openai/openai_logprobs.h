@@ -5,6 +5,10 @@
 // Completions: {"tokens": [...], "token_logprobs": [...], "top_logprobs": [{token: logprob}, ...],
 //               "text_offset": [...]}, the legacy format; each top_logprobs dict holds the N most
 //              likely tokens and the chosen one ("up to logprobs+1 elements", as OpenAI documents).
+// Prompt:      vLLM's prompt_logprobs: [null, {"<token id>": {"logprob", "rank", "decoded_token"}, ...}, ...],
+//              one entry per prompt token; the first has no context and is null. Each dict holds the
+//              prompt token first (its rank over the vocabulary, or its place among the top N), then
+//              the N most likely tokens (ranks 1..N) other than it.
 //
 // JSON has no -infinity: a token the sampler ruled out gets -9999.0, the value OpenAI and vLLM use.
 #pragma once
@@ -32,5 +36,8 @@ Json chat_logprobs(std::span<const runtime::TokenLogprob> logprobs, const TokenT
 // chunks of a stream continue each other's offsets.
 Json completion_logprobs(std::span<const runtime::TokenLogprob> logprobs, const TokenText& token_text,
                          int64_t& text_offset);
+
+// vLLM's prompt_logprobs list for a prompt whose tokens after the first were scored as `scored`.
+Json prompt_logprobs_json(std::span<const runtime::PromptLogprob> scored, const TokenText& token_text);
 
 }  // namespace dsinfer::server

@@ -92,13 +92,21 @@ int64_t parse_choice_count(const RequestFields& body) {
 void refuse_unsupported(const RequestFields& body) {
   if (body.boolean("use_beam_search").value_or(false))
     throw invalid_request("use_beam_search is not supported", "use_beam_search");
-  // vLLM's prompt_logprobs (0 included: the prompt tokens' own logprobs) would need the engine to
-  // keep the logits of every prompt position through chunked prefill, and to score the tokens the
-  // prefix cache skips; it keeps only each sequence's last row.
-  if (body.get("prompt_logprobs") != nullptr)  // null reads as absent
-    throw invalid_request("prompt_logprobs is not supported yet: it needs the engine to score every prompt token "
-                          "(it computes only the logits of the last one); leave it out or null",
+}
+
+// vLLM's prompt_logprobs, 0 included (the prompt tokens' own logprobs and ranks). Its -1 (the whole
+// vocabulary at every prompt position) is past the limit that logprobs has. A stream is refused as
+// vLLM refuses it: its chunks have no member for them.
+int32_t parse_prompt_logprobs(const RequestFields& body, bool stream) {
+  std::optional<int64_t> top = body.integer("prompt_logprobs");
+  if (!top) return -1;
+  if (*top < 0 || *top > kMaxLogprobs)
+    body.fail("prompt_logprobs", str_cat("must be between 0 and ", kMaxLogprobs, ", got ", *top));
+  if (stream)
+    throw invalid_request("prompt_logprobs is not available with stream: true (nor in vLLM): ask for a whole "
+                          "answer, or leave prompt_logprobs out",
                           "prompt_logprobs");
+  return static_cast<int32_t>(*top);
 }
 
 // The fields both endpoints share. max_tokens and logprobs differ between them and are read by each.
@@ -145,6 +153,7 @@ GenerationParams parse_common(const RequestFields& body) {
     params.continuous_usage =
         params.include_usage && stream_options.boolean("continuous_usage_stats").value_or(false);
   }
+  params.prompt_logprobs = parse_prompt_logprobs(body, params.stream);
   return params;
 }
 
@@ -188,6 +197,7 @@ runtime::RequestOptions to_request_options(const GenerationParams& params, int64
   options.ignore_eos = params.ignore_eos;
   options.include_stop_str_in_output = params.include_stop_str_in_output;
   options.logprobs = params.logprobs;
+  options.prompt_logprobs = params.prompt_logprobs;
   options.skip_special_tokens = params.skip_special_tokens;
   options.logit_bias = params.logit_bias;  // the constraint is compiled by the server (constraint_compiler.h)
   return options;
@@ -353,9 +363,12 @@ CompletionRequest parse_completion_request(const Json& json) {
     request.params.logprobs = static_cast<int32_t>(*logprobs);
   }
   request.echo = body.boolean("echo").value_or(false);
-  // Echoed text with logprobs would need the prompt's logprobs, which the engine does not compute.
+  // Echoed text with logprobs would need entries for the prompt's tokens in `logprobs`, which the
+  // answers do not make; prompt_logprobs gives those logprobs in vLLM's own member.
   if (request.echo && request.params.logprobs >= 0)
-    throw invalid_request("echo with logprobs is not supported yet (it needs the prompt's logprobs)", "echo");
+    throw invalid_request("echo with logprobs is not supported yet (the echoed prompt's tokens would need "
+                          "entries in logprobs); prompt_logprobs gives the prompt's logprobs",
+                          "echo");
   if (body.string("suffix").value_or("") != "") throw invalid_request("suffix is not supported", "suffix");
   request.add_special_tokens = body.boolean("add_special_tokens").value_or(true);
   return request;

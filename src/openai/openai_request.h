@@ -5,8 +5,8 @@
 // include_stop_str_in_output, chat_template_kwargs, add_generation_prompt), so clients written
 // for either work unchanged. As in vLLM, unknown fields are ignored and a known field of the wrong
 // type is an error. A field we know but cannot honour yet (best_of > n, echo with logprobs,
-// prompt_logprobs, images) is refused with a 400 rather than silently ignored, because ignoring it
-// would change the answer without telling the client.
+// prompt_logprobs in a stream, images) is refused with a 400 rather than silently ignored, because
+// ignoring it would change the answer without telling the client.
 //
 // n > 1 asks for n choices of each prompt (choice_fanout.h runs them); /v1/completions takes a batch
 // of prompts; chat's continue_final_message continues the last (assistant) message (chat_prompt.h).
@@ -53,6 +53,10 @@ struct GenerationParams {
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   int32_t logprobs = -1;              // -1: none; N >= 0: the chosen token's logprob and the top N
+  // vLLM's prompt_logprobs: -1: none; N >= 0: each prompt token's logprob and rank, and the top N.
+  // Whole answers only (vLLM refuses them in a stream too): completions give them in each choice,
+  // chat in the response.
+  int32_t prompt_logprobs = -1;
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   // stream_options.continuous_usage_stats, with include_usage (as vLLM reads it): every chunk

@@ -107,11 +107,21 @@ const BadBody kBadBodies[] = {
     {kCompletions, R"({"prompt":"a","best_of":3})", "best_of", "best_of > n is not supported (best_of 3, n 1)"},
     {kCompletions, R"({"prompt":"a","n":3,"best_of":2})", "best_of", "best_of must be at least n (3), got 2"},
     {kCompletions, R"({"prompt":"a","echo":true,"logprobs":1})", "echo",
-     "echo with logprobs is not supported yet (it needs the prompt's logprobs)"},
+     "echo with logprobs is not supported yet (the echoed prompt's tokens would need entries in logprobs); "
+     "prompt_logprobs gives the prompt's logprobs"},
     {kCompletions, R"({"prompt":"a","suffix":"z"})", "suffix", "suffix is not supported"},
-    {kCompletions, R"({"prompt":"a","prompt_logprobs":1})", "prompt_logprobs",
-     "prompt_logprobs is not supported yet: it needs the engine to score every prompt token"},
-    {kChat, R"({)" MSG R"(,"prompt_logprobs":0})", "prompt_logprobs", "prompt_logprobs is not supported yet"},
+    // prompt_logprobs (vLLM's): 0 to 20, whole answers only.
+    {kCompletions, R"({"prompt":"a","prompt_logprobs":21})", "prompt_logprobs",
+     "prompt_logprobs must be between 0 and 20, got 21"},
+    {kChat, R"({)" MSG R"(,"prompt_logprobs":-1})", "prompt_logprobs", "must be between 0 and 20, got -1"},
+    {kCompletions, R"({"prompt":"a","prompt_logprobs":"2"})", "prompt_logprobs",
+     "prompt_logprobs must be an integer, got string"},
+    {kCompletions, R"({"prompt":"a","prompt_logprobs":1.5})", "prompt_logprobs", "prompt_logprobs must be an integer"},
+    {kChat, R"({)" MSG R"(,"prompt_logprobs":true})", "prompt_logprobs", "must be an integer, got boolean"},
+    {kCompletions, R"({"prompt":"a","stream":true,"prompt_logprobs":0})", "prompt_logprobs",
+     "prompt_logprobs is not available with stream: true (nor in vLLM)"},
+    {kChat, R"({)" MSG R"(,"stream":true,"prompt_logprobs":3})", "prompt_logprobs",
+     "prompt_logprobs is not available with stream: true"},
     // Reasoning: vLLM's include_reasoning and SGLang's separate_reasoning.
     {kChat, R"({)" MSG R"(,"include_reasoning":false,"separate_reasoning":false})", "separate_reasoning",
      "include_reasoning: false and separate_reasoning: false contradict each other"},
@@ -314,8 +324,21 @@ TEST(OpenAIRequest, ContinuousUsageNeedsIncludeUsageAsInVllm) {
                   .params.continuous_usage);
 }
 
-TEST(OpenAIRequest, PromptLogprobsNullIsAbsent) {
-  EXPECT_NO_THROW(parse_completion_request(parse_json_body(R"({"prompt":"a","prompt_logprobs":null})")));
+TEST(OpenAIRequest, PromptLogprobsReachTheEngineOptionsAndNullIsAbsent) {
+  auto completion = [](const std::string& field) {
+    return parse_completion_request(parse_json_body(R"({"prompt":"a")" + field + "}"));
+  };
+  EXPECT_EQ(completion(R"(,"prompt_logprobs":null)").params.prompt_logprobs, -1);
+  EXPECT_EQ(completion("").params.prompt_logprobs, -1);
+  EXPECT_EQ(completion(R"(,"prompt_logprobs":0)").params.prompt_logprobs, 0);
+  EXPECT_EQ(completion(R"(,"prompt_logprobs":2.0)").params.prompt_logprobs, 2);
+  EXPECT_EQ(completion(R"(,"prompt_logprobs":20,"echo":true,"n":2)").request_options(3, 100).prompt_logprobs, 20);
+  EXPECT_EQ(completion(R"(,"prompt_logprobs":null,"stream":true)").params.prompt_logprobs, -1);
+  EXPECT_EQ(completion("").request_options(3, 100).prompt_logprobs, -1);
+  ChatCompletionRequest chat =
+      parse_chat_request(parse_json_body(R"({"messages":[{"role":"user","content":"x"}],"prompt_logprobs":5})"));
+  EXPECT_EQ(chat.params.prompt_logprobs, 5);
+  EXPECT_EQ(chat.request_options(3, 100).prompt_logprobs, 5);
 }
 
 TEST(OpenAIRequest, ChoicesAndContinuingTheFinalMessage) {

@@ -55,6 +55,7 @@ Json finish_reason_json(runtime::FinishReason reason) {
 void Generation::add(const runtime::StreamOutput& output) {
   text += output.text;
   logprobs.insert(logprobs.end(), output.logprobs.begin(), output.logprobs.end());
+  prompt_logprobs.insert(prompt_logprobs.end(), output.prompt_logprobs.begin(), output.prompt_logprobs.end());
   if (!output.finished) return;
   finish_reason = output.finish_reason;
   error = output.error;
@@ -117,11 +118,21 @@ Json completion_answer_choice(int64_t index, const Generation& generation, const
   choice["logprobs"] =
       format.logprobs ? completion_logprobs(generation.logprobs, format.token_text, text_offset) : Json();
   choice["finish_reason"] = finish_reason_json(generation.finish_reason);
+  if (format.prompt_logprobs)
+    choice["prompt_logprobs"] = prompt_logprobs_json(generation.prompt_logprobs, format.token_text);
   return choice;
 }
 
+void add_chat_prompt_logprobs(Json& answer, const Generation& generation, const OutputFormat& format) {
+  if (format.prompt_logprobs)
+    answer["prompt_logprobs"] = prompt_logprobs_json(generation.prompt_logprobs, format.token_text);
+}
+
 Json chat_completion_response(const ResponseMeta& meta, const Generation& generation, const OutputFormat& format) {
-  return response_envelope(meta, "chat.completion", {chat_answer_choice(0, generation, format)}, generation.usage);
+  Json answer =
+      response_envelope(meta, "chat.completion", {chat_answer_choice(0, generation, format)}, generation.usage);
+  add_chat_prompt_logprobs(answer, generation, format);
+  return answer;
 }
 
 Json completion_response(const ResponseMeta& meta, const Generation& generation, const OutputFormat& format) {

@@ -51,6 +51,7 @@ Json finish_reason_json(runtime::FinishReason reason);
 struct Generation {
   std::string text;
   std::vector<runtime::TokenLogprob> logprobs;
+  std::vector<runtime::PromptLogprob> prompt_logprobs;  // vLLM's prompt_logprobs, when asked for
   runtime::FinishReason finish_reason = runtime::FinishReason::kNone;
   std::string error;  // with FinishReason::kError: the server answers 500 instead of an object
   Usage usage;
@@ -61,12 +62,14 @@ struct Generation {
 // How the text of a generation is presented.
 struct OutputFormat {
   bool logprobs = false;  // the request asked for them
-  TokenText token_text;   // needed when logprobs is set
+  TokenText token_text;   // needed when logprobs or prompt_logprobs is set
   bool reasoning = false; // --reasoning-parser deepseek-r1: <think>...</think> becomes reasoning_content
   ToolParsing tools;      // the content's tool calls become tool_calls (openai_tools.h)
   // With `reasoning`: the request's choice (include_reasoning, separate_reasoning). Not kSeparate:
   // reasoning_content is null in a whole answer and absent from a stream's deltas.
   ReasoningOutput reasoning_output = ReasoningOutput::kSeparate;
+  // vLLM's prompt_logprobs were asked for: a completion choice carries them, a chat answer at its top.
+  bool prompt_logprobs = false;
 };
 
 // The chat finish_reason: "tool_calls" instead of "stop" when the answer made calls. A cut-off
@@ -75,11 +78,14 @@ Json chat_finish_reason_json(runtime::FinishReason reason, bool made_calls);
 
 // One choice of a whole answer, at `index` (several with n > 1 or batched prompts; see
 // choice_fanout.h): {"index", "message", "logprobs", "finish_reason"} for chat, {"index", "text",
-// "logprobs", "finish_reason"} for completions.
+// "logprobs", "finish_reason"} for completions, plus "prompt_logprobs" when format asks.
 Json chat_answer_choice(int64_t index, const Generation& generation, const OutputFormat& format);
 Json completion_answer_choice(int64_t index, const Generation& generation, const OutputFormat& format);
 // The whole answer around its choices: object "chat.completion" or "text_completion".
 Json response_envelope(const ResponseMeta& meta, std::string_view object, Json::Array choices, const Usage& usage);
+// A chat answer's "prompt_logprobs" (vLLM puts them beside the choices, since every choice shares
+// the prompt), from the generation that scored it, when format asks.
+void add_chat_prompt_logprobs(Json& answer, const Generation& generation, const OutputFormat& format);
 
 // A whole answer of one choice.
 Json chat_completion_response(const ResponseMeta& meta, const Generation& generation, const OutputFormat& format);

@@ -129,6 +129,69 @@ TEST(OpenAIResponse, TextOffsetsCountCodePoints) {
   EXPECT_EQ(offset, 15);
 }
 
+// A two-token answer to the prompt [5, 6, 7], with vLLM's prompt_logprobs (top 2): 6 was the most
+// likely token after 5; 7 ranked third after [5, 6], behind 9 (half a character: U+FFFD) and 8.
+Generation scored_prompt_generation() {
+  Generation generation;
+  StreamOutput first;
+  first.token_ids = {1};
+  first.text = "t1";
+  first.prompt_logprobs = {{6, -0.25f, 1, {{6, -0.25f}, {8, -2.0f}}},
+                           {7, -3.0f, 3, {{9, -0.5f}, {8, -std::numeric_limits<float>::infinity()}}}};
+  generation.add(first);
+  StreamOutput last;
+  last.token_ids = {2};
+  last.text = "t2";
+  last.finished = true;
+  last.finish_reason = FinishReason::kLength;
+  generation.add(last);
+  return generation;
+}
+
+constexpr const char* kScoredPrompt =
+    R"([null,{"6":{"logprob":-0.25,"rank":1,"decoded_token":"t6"},"8":{"logprob":-2.0,"rank":2,"decoded_token":"t8"}},)"
+    R"({"7":{"logprob":-3.0,"rank":3,"decoded_token":"t7"},"9":{"logprob":-0.5,"rank":1,"decoded_token":")"
+    "\xef\xbf\xbd"
+    R"("},)"
+    R"("8":{"logprob":-9999.0,"rank":2,"decoded_token":"t8"}}])";
+
+TEST(OpenAIResponse, PromptLogprobsInEachCompletionChoiceAsVllmShapesThem) {
+  OutputFormat format;
+  format.token_text = token_text;
+  format.prompt_logprobs = true;
+  // The prompt token first, its own rank; then the top tokens other than it, ranks 1..N.
+  Json choice = completion_answer_choice(3, scored_prompt_generation(), format);
+  EXPECT_EQ(choice.find("prompt_logprobs")->dump(), kScoredPrompt);
+  EXPECT_EQ(choice.find("text")->as_string(), "t1t2");
+  EXPECT_TRUE(choice.find("logprobs")->is_null());
+  // A one-token prompt has nothing scored: only its null.
+  EXPECT_EQ(completion_answer_choice(0, Generation{}, format).find("prompt_logprobs")->dump(), "[null]");
+  format.prompt_logprobs = false;
+  EXPECT_FALSE(completion_answer_choice(3, scored_prompt_generation(), format).contains("prompt_logprobs"));
+}
+
+TEST(OpenAIResponse, APromptTokenAmongTheTopShowsItsPlaceThere) {
+  // Tied with token 3 (so counted third), and listed second among the top 2 (ties to the lower id).
+  runtime::PromptLogprob tied{4, -1.0f, 3, {{2, -0.5f}, {3, -1.0f}}};
+  runtime::PromptLogprob listed{4, -1.0f, 3, {{3, -1.0f}, {4, -1.0f}}};
+  EXPECT_EQ(prompt_logprobs_json(std::span(&tied, 1), token_text).at(1).find("4")->find("rank")->as_int(), 3);
+  Json shown = prompt_logprobs_json(std::span(&listed, 1), token_text).at(1);
+  EXPECT_EQ(shown.find("4")->find("rank")->as_int(), 2);
+  EXPECT_EQ(shown.find("3")->find("rank")->as_int(), 1);
+  EXPECT_EQ(shown.size(), 2u);
+}
+
+TEST(OpenAIResponse, ChatPutsPromptLogprobsBesideTheChoices) {
+  OutputFormat format;
+  format.token_text = token_text;
+  format.prompt_logprobs = true;
+  Json response = chat_completion_response(kMeta, scored_prompt_generation(), format);
+  EXPECT_EQ(response.find("prompt_logprobs")->dump(), kScoredPrompt);
+  EXPECT_FALSE(response.find("choices")->at(0).contains("prompt_logprobs"));
+  format.prompt_logprobs = false;
+  EXPECT_FALSE(chat_completion_response(kMeta, scored_prompt_generation(), format).contains("prompt_logprobs"));
+}
+
 TEST(OpenAIResponse, FinishReasonsAndIds) {
   EXPECT_TRUE(finish_reason_json(FinishReason::kNone).is_null());
   EXPECT_EQ(finish_reason_json(FinishReason::kStop), Json("stop"));

@@ -37,6 +37,9 @@ bool CapacityScheduler::admit(Sequence& sequence, int64_t& tokens) {
     // Reuse cached full pages of the prompt, but always leave the last token to compute: its
     // logits are what the first sampled token comes from.
     auto limit = static_cast<int64_t>(sequence.tokens.size()) - 1;
+    // prompt_logprobs: a row taken from the cache is never computed, so never scored; only rows
+    // scored before a preemption may be (vLLM's requests with prompt_logprobs skip the cache).
+    if (sequence.scoring_prompt()) limit = std::min(limit, sequence.prompt_scored);
     sequence.pages = prefix_cache_->match(sequence.tokens, limit);
     sequence.num_computed = static_cast<int64_t>(sequence.pages.size()) * page_size_;
     if (!sequence.scheduled_once) sequence.cached_tokens = sequence.num_computed;

@@ -92,6 +92,9 @@ RequestId Engine::Impl::submit(std::vector<int32_t> prompt, RequestOptions optio
                                  " pages"), RequestPart::kPrompt);
   if (options.max_tokens < 0) throw InvalidRequest("the token budget must not be negative", RequestPart::kTokenBudget);
   if (options.logprobs > 20) throw InvalidRequest("at most 20 top logprobs", RequestPart::kLogprobs);
+  if (options.prompt_logprobs < -1 || options.prompt_logprobs > 20)
+    throw InvalidRequest(str_cat("prompt logprobs: -1 (none) or 0 to 20 top tokens, got ", options.prompt_logprobs),
+                         RequestPart::kPromptLogprobs);
   check_logit_bias(options.logit_bias, vocab);
 
   auto sequence = std::make_unique<EngineSequence>();

@@ -45,7 +45,7 @@ struct EngineConfig {
 // A request the engine refuses outright (the server answers 400 with `param`).
 // The part of a request the engine refuses, in the engine's own terms; the server names the field
 // of its API that carried it.
-enum class RequestPart : uint8_t { kPrompt, kTokenBudget, kLogprobs, kLogitBias, kConstraint };
+enum class RequestPart : uint8_t { kPrompt, kTokenBudget, kLogprobs, kPromptLogprobs, kLogitBias, kConstraint };
 
 class InvalidRequest : public Error {
  public:

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "model/batch_builder.h"
 #include "model/forward_batch.h"
 #include "runtime/capacity.h"
 #include "runtime/engine.h"
@@ -31,6 +32,8 @@ namespace engine_internal {
 // A sequence as the engine keeps it: what the scheduler sees, plus what only the loop uses.
 struct EngineSequence : Sequence {
   std::vector<int32_t> stop_ids;          // EOS (unless ignore_eos) and stop_token_ids
+  // prompt_logprobs: the scores collected so far, in prompt order; handed over with the first token.
+  std::vector<PromptLogprob> prompt_logprobs;
   std::unique_ptr<RequestStream> stream;  // handed to the output thread with the last event
 };
 
@@ -61,12 +64,21 @@ struct PreparedStep {
   // A row whose next step needs this step's token on the host (its penalties' history): the next
   // step is planned only after this one is collected.
   bool next_needs_tokens = false;
+  // prompt_logprobs: each sequence's run of batch.scored_rows, in their order, and the sequence's
+  // prompt_scored once the step is launched.
+  struct ScoredPiece {
+    EngineSequence* sequence = nullptr;
+    int64_t rows = 0;
+    int64_t scored_after = 0;
+  };
+  std::vector<ScoredPiece> scored;
 };
 
 // What the device's part of a step gives back.
 struct SampledTokens {
   std::vector<int32_t> tokens;         // one per sampling row
   std::vector<TokenLogprob> logprobs;  // per sampling row when any row asked for them, else empty
+  std::vector<PromptLogprob> scores;   // one per scored row of the batch (prompt_logprobs)
 };
 
 // A request the output thread ended (a stop string) while the engine still ran it.
@@ -101,6 +113,8 @@ struct Engine::Impl {
   void collect_in_flight();
   SampledTokens take_tokens(PreparedStep& prepared);
   void complete(PreparedStep& prepared, SampledTokens& sampled);
+  // prompt_logprobs: the chunk of `work` adds the rows it computes at prompt positions not yet scored.
+  void add_scored_rows(const ScheduledWork& work, model::BatchBuilder& builder, PreparedStep& prepared);
 
   // A new event for the sequence's stream in this step's outputs (valid until the next emit), and
   // the detail of the newest event.

@@ -99,6 +99,7 @@ PreparedStep Engine::Impl::prepare() {
     builder.add(std::span(s.tokens).subspan(s.num_computed, w.num_tokens), static_cast<int32_t>(s.num_computed),
                 s.pages, samples ? model::LogitRows::kLast : model::LogitRows::kNone);
     if (samples) prepared.sampling.push_back(&engine_sequence(s));
+    if (s.scoring_prompt()) add_scored_rows(w, builder, prepared);
   }
   // What the device does to each sampled row's logits: the request's sampling options, its
   // penalty history, its logit_bias, its stop tokens banned while under min_tokens, the tokens its
@@ -134,6 +135,22 @@ PreparedStep Engine::Impl::prepare() {
   return prepared;
 }
 
+// Rows at prompt positions [num_computed, num_computed + tokens) below the last prompt position
+// (whose row samples the first token) and not scored before a preemption, each against the prompt
+// token after it. Every chunk scores its own rows, so a prompt's rows come back once each, in order.
+void Engine::Impl::add_scored_rows(const ScheduledWork& work, model::BatchBuilder& builder, PreparedStep& prepared) {
+  EngineSequence& s = engine_sequence(*work.sequence);
+  // The cache never hands a sequence rows it has yet to score (capacity.cc), so none is skipped.
+  DSINFER_CHECK(s.prompt_scored >= std::min(s.num_computed, s.prompt_length - 1), "request ", s.id,
+                ": prompt rows from ", s.prompt_scored, " to ", s.num_computed, " would never be scored");
+  const int64_t begin = std::max(s.num_computed, s.prompt_scored);
+  const int64_t end = std::min(s.num_computed + work.num_tokens, s.prompt_length - 1);
+  if (begin >= end) return;
+  builder.score(static_cast<int32_t>(begin - s.num_computed), std::span(s.tokens).subspan(begin + 1, end - begin),
+                s.options.prompt_logprobs);
+  prepared.scored.push_back({&s, end - begin, end});
+}
+
 bool Engine::Impl::launch_step(PreparedStep& prepared) {
   const double start = thread_cpu_seconds();
   try {
@@ -160,6 +177,7 @@ bool Engine::Impl::launch_step(PreparedStep& prepared) {
     // releases them (capacity.h), so decoding never walks the tree.
     if (prefix_cache && prompt_done_now) prefix_cache->insert(std::span(s.tokens).first(s.num_computed), s.pages);
   }
+  for (const PreparedStep::ScoredPiece& piece : prepared.scored) piece.sequence->prompt_scored = piece.scored_after;
   prepared.token_index.resize(prepared.sampling.size());
   for (size_t row = 0; row < prepared.sampling.size(); ++row) {
     EngineSequence& s = *prepared.sampling[row];
@@ -185,6 +203,9 @@ SampledTokens Engine::Impl::take_tokens(PreparedStep& prepared) {
       if (int top_n = prepared.sampling[row]->options.logprobs; top_n >= 0)
         sampled.logprobs[row] = row_logprobs(device, row, top_n);
   }
+  sampled.scores = executor->take_scores();
+  DSINFER_CHECK(sampled.scores.size() == prepared.batch.scored_rows.size(), "prompt_logprobs: the executor scored ",
+                sampled.scores.size(), " of the step's ", prepared.batch.scored_rows.size(), " prompt rows");
   return sampled;
 }
 
@@ -213,6 +234,14 @@ void Engine::Impl::collect_in_flight() {
 }
 
 void Engine::Impl::complete(PreparedStep& prepared, SampledTokens& sampled) {
+  // Scores first: a step that samples a prompt's first token also scores that prompt's last rows.
+  size_t next_score = 0;
+  for (const PreparedStep::ScoredPiece& piece : prepared.scored) {
+    EngineSequence& s = *piece.sequence;
+    if (s.state < RequestState::kFinished)
+      for (int64_t i = 0; i < piece.rows; ++i) s.prompt_logprobs.push_back(std::move(sampled.scores[next_score + i]));
+    next_score += static_cast<size_t>(piece.rows);
+  }
   if (prepared.sampling.empty()) return;
   Clock::time_point now = Clock::now();
   for (size_t row = 0; row < prepared.sampling.size(); ++row) {
@@ -227,10 +256,18 @@ void Engine::Impl::complete(PreparedStep& prepared, SampledTokens& sampled) {
                       s.options.constraint->grammar->description(), ")"));
       continue;
     }
+    const int64_t produced = index + 1 - s.prompt_length;  // output tokens up to this one
+    // Every prompt row scored exactly once by now; anything else is a bug, which fails the request
+    // rather than showing the client shifted or missing rows.
+    if (produced == 1 && s.options.prompt_logprobs >= 0 &&
+        static_cast<int64_t>(s.prompt_logprobs.size()) != s.prompt_length - 1) {
+      fail(s, str_cat("prompt_logprobs: ", s.prompt_logprobs.size(), " rows were scored for a prompt of ",
+                      s.prompt_length, " tokens"));
+      continue;
+    }
     ++metrics.generation_tokens;
     record_token(s.sampler, s.options.sampling, token);
     if (s.state == RequestState::kPrefilling) s.state = RequestState::kDecoding;  // not if preempted since
-    const int64_t produced = index + 1 - s.prompt_length;  // output tokens up to this one
     if (produced == 1) {
       s.ttft_seconds = seconds_between(s.arrival, now);
       metrics.time_to_first_token.observe(s.ttft_seconds);
@@ -242,6 +279,8 @@ void Engine::Impl::complete(PreparedStep& prepared, SampledTokens& sampled) {
     event.token = token;
     if (s.options.logprobs >= 0) detail_of(event).logprob = std::move(sampled.logprobs[row]);
     if (produced == 1) detail_of(event).cached_tokens = s.cached_tokens;
+    if (produced == 1 && s.options.prompt_logprobs >= 0)
+      detail_of(event).prompt_logprobs = std::move(s.prompt_logprobs);
     bool at_limit = index + 1 >= s.max_length;
     FinishReason reason = token_finish(s.stop_ids, s.options.min_tokens, token, produced, at_limit);
     // A grammar that has ended (a stop token where it may end) ends the request, whatever else.

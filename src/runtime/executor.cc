@@ -1,8 +1,10 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "model/decode_graphs.h"
+#include "runtime/prompt_scores.h"
 
 namespace dsinfer::runtime {
 namespace {
@@ -32,19 +34,32 @@ class ModelExecutor final : public StepExecutor {
     DSINFER_CHECK(launched_.size() < kMaxLaunchedSteps, "at most ", kMaxLaunchedSteps,
                   " steps may be launched and not collected");
     const Tensor* previous = previous_tokens_.defined() ? &previous_tokens_ : nullptr;
-    std::optional<Tensor> replayed = graphs_ ? graphs_->logits(batch, previous) : std::nullopt;
-    Tensor logits = replayed ? *replayed : model_.forward_on_device(batch, cache_, previous).logits;
-    std::unique_ptr<backend::PendingTokens> pending = model_.backend().queue_sample_tokens(logits, sampling);
-    previous_tokens_ = pending->device_tokens();  // kept alive for the next step's placeholders
-    launched_.push_back(std::move(pending));
+    // A step with scored rows runs eagerly: a graph keeps its hidden states to itself.
+    const bool scores = !batch.scored_rows.empty();
+    std::optional<Tensor> replayed = graphs_ && !scores ? graphs_->logits(batch, previous) : std::nullopt;
+    model::ForwardResult result;
+    if (replayed) {
+      result.logits = *replayed;
+    } else {
+      result = model_.forward_on_device(batch, cache_, previous);
+    }
+    Launched step;
+    step.tokens = model_.backend().queue_sample_tokens(result.logits, sampling);
+    // Waits for the step on a device (prompt_scores.h): the scores are ready before launch returns.
+    if (scores) step.scores = score_rows(model_, result.hidden, batch.scored_rows);
+    previous_tokens_ = step.tokens->device_tokens();  // kept alive for the next step's placeholders
+    launched_.push_back(std::move(step));
   }
 
   backend::SampledTokens collect() override {
     DSINFER_CHECK(!launched_.empty(), "collect: no step was launched");
-    std::unique_ptr<backend::PendingTokens> oldest = std::move(launched_.front());
+    Launched oldest = std::move(launched_.front());
     launched_.pop_front();
-    return oldest->wait();
+    collected_scores_ = std::move(oldest.scores);
+    return oldest.tokens->wait();
   }
+
+  std::vector<PromptLogprob> take_scores() override { return std::exchange(collected_scores_, {}); }
 
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   int64_t max_model_len() const override { return model_.max_positions(); }
@@ -60,7 +75,12 @@ class ModelExecutor final : public StepExecutor {
   int64_t pages_;  // the pool's pages; a graph scratch page may follow them in the cache
   model::LatentCache cache_;
   std::unique_ptr<model::DecodeGraphs> graphs_;
-  std::deque<std::unique_ptr<backend::PendingTokens>> launched_;  // oldest first
+  struct Launched {
+    std::unique_ptr<backend::PendingTokens> tokens;
+    std::vector<PromptLogprob> scores;  // of the batch's scored rows
+  };
+  std::deque<Launched> launched_;  // oldest first
+  std::vector<PromptLogprob> collected_scores_;  // of the step collected last, until taken
   Tensor previous_tokens_;  // what the last launched step sampled, where the backend keeps it
 };
 

@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "model/deepseek_model.h"
+#include "runtime/request.h"
 
 namespace dsinfer::runtime {
 
@@ -42,6 +43,10 @@ class StepExecutor {
   virtual bool overlaps() const { return false; }
   virtual void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling);
   virtual backend::SampledTokens collect();
+  // vLLM's prompt_logprobs: the scores of batch.scored_rows of the step that collect() (or run())
+  // returned last, one per row in their order (prompt_scores.h). An executor that cannot score
+  // (the tests' stand-in models) returns none, and the engine fails the step that asked.
+  virtual std::vector<PromptLogprob> take_scores() { return {}; }
 
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_model_len() const = 0;

@@ -92,6 +92,7 @@ StreamOutput& OutputProcessor::fresh_output() {
   out.token_ids.clear();
   out.text.clear();
   out.logprobs.clear();
+  out.prompt_logprobs.clear();
   out.finished = false;
   out.finish_reason = FinishReason::kNone;
   out.stop_reason.clear();
@@ -110,6 +111,7 @@ void OutputProcessor::deliver(const OutputEvent& event, OutputDetail* detail) {
       if (event.token >= 0) {
         ++stream.completion_tokens;
         if (detail && detail->logprob) out.logprobs.push_back(std::move(*detail->logprob));
+        if (detail) out.prompt_logprobs = std::move(detail->prompt_logprobs);
         StopChecker::Step step = stream.stop.push(event.token, stream.completion_tokens, event.finish, out.text);
         out.token_ids.push_back(event.token);
         out.finish_reason = step.finish;

@@ -59,6 +59,7 @@ struct OutputDetail {
   // Set on the request's last event from the engine: the stream is the output thread's from then on.
   std::unique_ptr<RequestStream> closing;
   std::optional<TokenLogprob> logprob;  // when the request asked for logprobs
+  std::vector<PromptLogprob> prompt_logprobs;  // with the first token, when the request asked for them
   int64_t cached_tokens = -1;           // with the first token and the last event; -1: unchanged
   std::string error;                    // with FinishReason::kError
 };

@@ -60,6 +60,10 @@ struct RequestOptions {
   bool ignore_eos = false;
   bool include_stop_str_in_output = false;
   int logprobs = -1;                   // -1: none; N >= 0: the chosen token's logprob plus the top N
+  // vLLM's prompt_logprobs. -1: none; N >= 0: every prompt token after the first is scored against
+  // the tokens before it (PromptLogprob, with the top N). Such a request takes no prefix-cache hits
+  // for the rows it still has to score (cached rows are never computed), but publishes its pages.
+  int prompt_logprobs = -1;
   bool skip_special_tokens = true;     // in the streamed text
 };
 
@@ -69,12 +73,26 @@ struct TokenLogprob {
   std::vector<std::pair<int32_t, float>> top;  // the N most likely tokens and their logprobs
 };
 
+// One prompt token scored against the tokens before it (vLLM's prompt_logprobs), on the raw
+// logits as TokenLogprob is: log_softmax before penalties, logit_bias and temperature.
+struct PromptLogprob {
+  int32_t token_id = 0;  // the prompt token
+  float logprob = 0.0f;
+  // Its rank over the whole vocabulary, vLLM's count: the tokens whose logit is at least its own
+  // (itself included), so 1 is the most likely and a tie ranks every tied token last.
+  int32_t rank = 0;
+  std::vector<std::pair<int32_t, float>> top;  // the N most likely tokens (ranks 1..N), ties to the lower id
+};
+
 // One delivery to a request's sink. The engine calls the sink from its output thread, in order,
 // once per step that produced output for the request, and a last time with `finished` set.
 struct StreamOutput {
   std::vector<int32_t> token_ids;   // new tokens since the last delivery
   std::string text;                 // new text since the last delivery (stop strings withheld)
   std::vector<TokenLogprob> logprobs;  // one per new token when asked for
+  // With the first delivery of a request that asked for prompt_logprobs (and with no other): one per
+  // prompt token after the first, in order; the first has no context to be scored against.
+  std::vector<PromptLogprob> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string stop_reason;          // the stop string that matched, if any

@@ -23,6 +23,9 @@ struct Sequence {
   int64_t prompt_length = 0;
   int64_t num_computed = 0;     // tokens whose latent rows are in the cache
   int64_t cached_tokens = 0;    // prompt tokens reused from the prefix cache (first admission)
+  // prompt_logprobs: prompt positions [0, prompt_scored) have been scored (each against the token
+  // after it) by launched steps; a recompute after preemption scores none of them again.
+  int64_t prompt_scored = 0;
   std::vector<int32_t> pages;   // one hold each
   int64_t max_length = 0;       // prompt + max_tokens, capped by the context
   // The overlap scheduler (engine.cc): tokens a launched step will sample, held as placeholders
@@ -51,6 +54,8 @@ struct Sequence {
   // Tokens still to run through the model before the next token can be sampled.
   int64_t pending_tokens() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
   bool prefilling() const { return num_computed + 1 < static_cast<int64_t>(tokens.size()); }
+  // prompt_logprobs asked for and some prompt row still to score: the prefix cache must not skip it.
+  bool scoring_prompt() const { return options.prompt_logprobs >= 0 && prompt_scored < prompt_length - 1; }
 };
 
 }  // namespace dsinfer::runtime

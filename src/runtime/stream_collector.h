@@ -1,5 +1,5 @@
-// Test-only: collects one request's stream from the engine (engine_test, engine_structured_test);
-// wait() blocks until the last delivery. Header-only.
+// Test-only: collects one request's stream from the engine (engine_test, engine_structured_test,
+// prompt_logprobs_test); wait() blocks until the last delivery. Header-only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,6 +24,8 @@ struct Collector {
   StreamOutput last;
   int deliveries = 0;
   int after_finish = 0;  // deliveries after the last one: must stay 0
+  std::vector<PromptLogprob> prompt_logprobs;
+  std::vector<int> prompt_logprob_deliveries;  // which deliveries (0 the first) carried prompt logprobs
 
   StreamSink sink() {
     return [this](const StreamOutput& output) {
@@ -31,6 +33,10 @@ struct Collector {
       if (done) ++after_finish;
       tokens.insert(tokens.end(), output.token_ids.begin(), output.token_ids.end());
       text += output.text;
+      if (!output.prompt_logprobs.empty()) {
+        prompt_logprob_deliveries.push_back(deliveries);
+        prompt_logprobs.insert(prompt_logprobs.end(), output.prompt_logprobs.begin(), output.prompt_logprobs.end());
+      }
       ++deliveries;
       if (output.finished) {
         done = true;

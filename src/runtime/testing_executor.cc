@@ -1,9 +1,11 @@
 #include "runtime/testing_executor.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "backend/cpu/ops.h"
 #include "model/kv_cache.h"
+#include "runtime/prompt_scores.h"
 
 namespace dsinfer::runtime {
 namespace {
@@ -37,7 +39,9 @@ std::vector<int32_t> HashingExecutor::expected(std::vector<int32_t> prompt, int6
 
 backend::SampledTokens HashingExecutor::run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) {
   for (int32_t id : batch.token_ids) DSINFER_CHECK(id >= 0, "run: token id ", id, " (a placeholder outside launch)");
-  return run_tokens(batch, batch.token_ids, sampling);
+  backend::SampledTokens sampled = run_tokens(batch, batch.token_ids, sampling);
+  collected_scores_ = score(batch);
+  return sampled;
 }
 
 void HashingExecutor::launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) {
@@ -58,13 +62,44 @@ void HashingExecutor::launch(const model::ForwardBatch& batch, const backend::Sa
   kept.tokens = sampled.tokens.clone();
   last_tokens_ = kept.tokens;
   launched_.push_back(std::move(kept));
+  launched_scores_.push_back(score(batch));
 }
 
 backend::SampledTokens HashingExecutor::collect() {
   DSINFER_CHECK(!launched_.empty(), "collect: no step was launched");
   backend::SampledTokens oldest = std::move(launched_.front());
   launched_.pop_front();
+  collected_scores_ = std::move(launched_scores_.front());
+  launched_scores_.pop_front();
   return oldest;
+}
+
+std::vector<PromptLogprob> HashingExecutor::take_scores() { return std::exchange(collected_scores_, {}); }
+
+std::vector<int32_t> HashingExecutor::context_of(const backend::AttentionBatch& attention, int32_t row) const {
+  int b = 0;
+  while (attention.query_start[b + 1] <= row) ++b;
+  std::vector<int32_t> context;
+  for (int32_t p = light_ ? attention.positions[row] : 0; p <= attention.positions[row]; ++p) {
+    int64_t slot =
+        static_cast<int64_t>(attention.pages(b)[p / model::kPageSize]) * model::kPageSize + p % model::kPageSize;
+    context.push_back(slots_.at(slot));
+  }
+  return context;
+}
+
+std::vector<PromptLogprob> HashingExecutor::score(const model::ForwardBatch& batch) const {
+  std::vector<PromptLogprob> scores;
+  if (batch.scored_rows.empty()) return scores;  // the benchmark's steps: nothing allocated
+  std::vector<float> logits(static_cast<size_t>(vocab_));
+  for (const model::ScoredRow& row : batch.scored_rows) {
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    const int32_t favoured = next_token(context_of(batch.attention, row.row));
+    logits[static_cast<size_t>(favoured)] = 10.0f;
+    logits[static_cast<size_t>(runner_up(favoured))] = 5.0f;
+    scores.push_back(score_logits(logits, row.target, row.top_n));
+  }
+  return scores;
 }
 
 backend::SampledTokens HashingExecutor::run_tokens(const model::ForwardBatch& batch, std::span<const int32_t> token_ids,
@@ -75,8 +110,9 @@ backend::SampledTokens HashingExecutor::run_tokens(const model::ForwardBatch& ba
   // One buffer reused across steps, as a device backend reuses its logits memory: the engine's
   // own time is what the benchmark measures, not the allocator's.
   auto rows = static_cast<int64_t>(batch.logit_rows.size());
-  if (logits_.numel() < rows * vocab_) {
-    logits_ = Tensor::empty(DType::kF32, {rows * 2, vocab_});  // zeroed
+  // (Undefined, it has numel() 1: a first step of prompt chunks alone, with no row, allocates too.)
+  if (!logits_.defined() || logits_.numel() < rows * vocab_) {
+    logits_ = Tensor::empty(DType::kF32, {std::max<int64_t>(rows, 1) * 2, vocab_});  // zeroed
     written_.clear();
   }
   for (int64_t entry : written_) logits_.data<float>()[entry] = 0.0f;
@@ -84,17 +120,8 @@ backend::SampledTokens HashingExecutor::run_tokens(const model::ForwardBatch& ba
   favoured_.clear();
   Tensor logits = logits_.slice(0, rows);
   for (size_t r = 0; r < batch.logit_rows.size(); ++r) {
-    int32_t row = batch.logit_rows[r];
-    int b = 0;
-    while (attention.query_start[b + 1] <= row) ++b;
-    std::vector<int32_t> context;
-    for (int32_t p = light_ ? attention.positions[row] : 0; p <= attention.positions[row]; ++p) {
-      int64_t slot = static_cast<int64_t>(attention.pages(b)[p / model::kPageSize]) * model::kPageSize +
-                     p % model::kPageSize;
-      context.push_back(slots_.at(slot));
-    }
-    int32_t favoured = next_token(context);
-    int32_t second = first_token_ + (favoured + 1 - first_token_) % (vocab_ - first_token_);
+    int32_t favoured = next_token(context_of(attention, batch.logit_rows[r]));
+    int32_t second = runner_up(favoured);
     logits.data<float>()[r * vocab_ + favoured] = 10.0f;
     logits.data<float>()[r * vocab_ + second] = 5.0f;
     written_.push_back(r * vocab_ + favoured);

@@ -7,6 +7,8 @@
 // It takes the overlap scheduler's form (StepExecutor::launch/collect) like a device executor, so
 // the engine's overlapped path is tested here: a launched batch's placeholders are resolved from the
 // tokens of the step launched before it, and collect hands back the oldest launched step's tokens.
+// It scores a batch's scored rows (prompt_logprobs) from the same logits, so each row's most likely
+// token tells which context it read.
 //
 // For timing the engine (bench/engine_overhead_bench.cc) it can also stand in for a device that
 // leaves the CPU's caches alone: `light` reads only the last context slot instead of all of them,
@@ -31,6 +33,7 @@ class HashingExecutor final : public StepExecutor {
   bool overlaps() const override { return overlaps_; }
   void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override;
   backend::SampledTokens collect() override;
+  std::vector<PromptLogprob> take_scores() override;
   int64_t vocab_size() const override { return vocab_; }
   int64_t max_model_len() const override { return max_model_len_; }
   int64_t num_pages() const override { return pages_; }
@@ -48,6 +51,14 @@ class HashingExecutor final : public StepExecutor {
  private:
   backend::SampledTokens run_tokens(const model::ForwardBatch& batch, std::span<const int32_t> token_ids,
                                     const backend::SamplingBatch& sampling);
+  // The token a row gives 5.0 besides the favoured one's 10.0.
+  int32_t runner_up(int32_t favoured) const {
+    return first_token_ + (favoured + 1 - first_token_) % (vocab_ - first_token_);
+  }
+  // What row `row` of the batch reads back through its sequence's page table, up to its position.
+  std::vector<int32_t> context_of(const backend::AttentionBatch& attention, int32_t row) const;
+  // The scores of the batch's scored rows, from the logits a row of that context gets.
+  std::vector<PromptLogprob> score(const model::ForwardBatch& batch) const;
 
   int64_t vocab_, pages_, max_model_len_;
   std::vector<int32_t> eos_ids_;
@@ -61,6 +72,8 @@ class HashingExecutor final : public StepExecutor {
   int64_t tokens_run_ = 0;
   bool overlaps_;
   std::deque<backend::SampledTokens> launched_;  // oldest first
+  std::deque<std::vector<PromptLogprob>> launched_scores_;  // per launched step, oldest first
+  std::vector<PromptLogprob> collected_scores_;             // of the step collected (or run) last
   Tensor last_tokens_;                           // the tokens the last launched step sampled
   std::vector<int32_t> resolved_ids_;            // a launched batch's ids, placeholders resolved
   int64_t placeholders_resolved_ = 0;

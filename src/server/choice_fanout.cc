@@ -290,8 +290,15 @@ void FanOut::end_answer() {
     if (choice.generation.finish_reason == FinishReason::kAbort) return;
   Json::Array answer_choices;
   answer_choices.reserve(choices_.size());
-  for (const Choice& choice : choices_) answer_choices.push_back(choice.format.answer_choice(choice.generation));
+  for (Choice& choice : choices_) {
+    // prompt_logprobs came with the prompt's first choice alone (choice_options).
+    if (choice.sample > 0)
+      choice.generation.prompt_logprobs =
+          choices_[choice.prompt_index * static_cast<size_t>(request_.n)].generation.prompt_logprobs;
+    answer_choices.push_back(choice.format.answer_choice(choice.generation));
+  }
   Json answer = response_envelope(request_.meta, request_.object, std::move(answer_choices), total_usage());
+  if (request_.finish_answer) request_.finish_answer(answer, choices_.front().generation);
   responder_->respond(200, "application/json", answer.dump());
 }
 
@@ -311,6 +318,7 @@ Usage FanOut::total_usage() const {
 runtime::RequestOptions choice_options(runtime::RequestOptions options, int64_t i) {
   // Wraps past 2^64, as a seed's bits may.
   if (options.sampling.seed) options.sampling.seed = *options.sampling.seed + static_cast<uint64_t>(i);
+  if (i > 0) options.prompt_logprobs = -1;
   return options;
 }
 

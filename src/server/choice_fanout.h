@@ -17,6 +17,10 @@
 // pages sit in the prefix cache. They then compute only the prompt's last, partial page, and the
 // full pages are held once between them. (Submitted together, each would compute and hold the
 // whole prompt: the cache takes a prompt's pages only once they have been computed.)
+//
+// vLLM's prompt_logprobs are computed once per prompt, by its first choice, which alone asks the
+// engine for them (so the others may take its pages from the prefix cache): every choice of the
+// prompt shows that choice's scores in a whole answer.
 #pragma once
 
 #include <cstdint>
@@ -58,9 +62,13 @@ struct FanOutRequest {
   // A streamed choice must end only itself (StreamChoice::ends_stream false): the stream's end is
   // the fan-out's.
   std::function<ChoiceFormat(size_t prompt_index, int64_t index)> format;
+  // What a whole answer carries besides its choices, from its first choice's generation (chat's
+  // prompt_logprobs); may be null.
+  std::function<void(Json& answer, const Generation& first)> finish_answer;
 };
 
-// The engine options of sample `i` of a prompt whose sample 0 has `options`: seed + i when seeded.
+// The engine options of sample `i` of a prompt whose sample 0 has `options`: seed + i when seeded,
+// and no prompt_logprobs past sample 0 (sample 0's serve them all).
 runtime::RequestOptions choice_options(runtime::RequestOptions options, int64_t i);
 
 // Submits the request's choices to `engine` and answers through `responder` as they end (on the

@@ -192,6 +192,8 @@ std::string api_field(runtime::RequestPart part, std::string_view target) {
       return "max_tokens";
     case runtime::RequestPart::kLogprobs:
       return chat ? "top_logprobs" : "logprobs";
+    case runtime::RequestPart::kPromptLogprobs:
+      return "prompt_logprobs";
     case runtime::RequestPart::kLogitBias:
       return "logit_bias";
     case runtime::RequestPart::kConstraint:
@@ -347,9 +349,12 @@ void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std:
 
   ResponseMeta meta{new_response_id("chatcmpl-"), unix_time_now(), options.served_model_name};
   OutputFormat format{chat.params.logprobs >= 0, token_text(), options.reasoning, std::move(tools),
-                      chat.reasoning_output};
+                      chat.reasoning_output, chat.params.prompt_logprobs >= 0};
   FanOutRequest answer{meta, "chat.completion", "chat.completion.chunk", chat.params.stream,
-                       chat.params.include_usage, chat.params.n, {}, nullptr};
+                       chat.params.include_usage, chat.params.n, {}, nullptr, nullptr};
+  answer.finish_answer = [format](Json& whole, const Generation& first) {
+    add_chat_prompt_logprobs(whole, first, format);
+  };
   const ContinuousUsage continuous_usage{chat.params.continuous_usage, static_cast<int64_t>(prompt.size())};
   answer.prompts.push_back({std::move(prompt), std::move(request_options)});
   answer.format = [meta, format, include_usage = chat.params.include_usage, continuous_usage](size_t, int64_t index) {
@@ -373,7 +378,7 @@ void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shar
   check_model_name(completion.model);
   ResponseMeta meta{new_response_id("cmpl-"), unix_time_now(), options.served_model_name};
   FanOutRequest answer{meta, "text_completion", "text_completion", completion.params.stream,
-                       completion.params.include_usage, completion.params.n, {}, nullptr};
+                       completion.params.include_usage, completion.params.n, {}, nullptr, nullptr};
   std::optional<runtime::OutputConstraint> constraint;  // compiled once for every prompt of a batch
   if (completion.params.structured_output)
     constraint = constraints.compile(*completion.params.structured_output, *served_model.tokenizer,
@@ -392,6 +397,7 @@ void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shar
     answer.prompts.push_back({std::move(prompt), std::move(request_options)});
   }
   OutputFormat format{completion.params.logprobs >= 0, token_text(), false, {}};
+  format.prompt_logprobs = completion.params.prompt_logprobs >= 0;  // in each choice, echoed or not
   std::vector<int64_t> prompt_tokens;  // of each prompt, for continuous usage
   for (const ChoicePrompt& prompt : answer.prompts) prompt_tokens.push_back(static_cast<int64_t>(prompt.tokens.size()));
   answer.format = [meta, format, include_usage = completion.params.include_usage,

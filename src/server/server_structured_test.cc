@@ -374,7 +374,9 @@ void expect_valid_calls(const Json& message, const std::string& only = "") {
   ASSERT_TRUE(calls != nullptr && calls->size() >= 1) << message.dump();
   for (const Json& call : calls->as_array()) {
     const std::string& name = call.find("function")->find("name")->as_string();
-    if (!only.empty()) EXPECT_EQ(name, only);
+    if (!only.empty()) {
+      EXPECT_EQ(name, only);
+    }
     Json arguments;
     ASSERT_NO_THROW(arguments = Json::parse(call.find("function")->find("arguments")->as_string())) << message.dump();
     ASSERT_TRUE(arguments.is_object()) << message.dump();
