@@ -361,6 +361,9 @@ int run(int argc, char** argv) {
   flags.add_double("reserve-gib", "GPU memory kept free beyond the cache, for activations", 8.0);
   flags.add_int("threads", "CPU threads (0: all)", 0);
   flags.add_int("fp8-gemv-max-rows", "GPU: FP8 linears with at most this many rows use the GEMV (default: the backend's)");
+  flags.add_int("fp8-wgmma-max-rows",
+                "GPU: FP8 linears with more rows than the GEMV takes and at most this many use our wgmma kernel; 0: "
+                "cuBLASLt (default: the backend's)");
   flags.add_int("bf16-gemv-max-rows", "GPU: bf16 linears with at most this many rows use the GEMV (default: the "
                 "backend's)");
   flags.add_int("mla-min-split-pages", "GPU: fewest cache pages an MLA decode chunk covers (default: the backend's)");
@@ -400,6 +403,7 @@ int run(int argc, char** argv) {
     backend::cuda::CudaOptions cuda_options;
     cuda_options.device = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
     if (flags.has("fp8-gemv-max-rows")) cuda_options.fp8_gemv_max_rows = flags.get_int("fp8-gemv-max-rows");
+    if (flags.has("fp8-wgmma-max-rows")) cuda_options.fp8_wgmma_max_rows = flags.get_int("fp8-wgmma-max-rows");
     if (flags.has("bf16-gemv-max-rows")) cuda_options.bf16_gemv_max_rows = flags.get_int("bf16-gemv-max-rows");
     if (flags.has("mla-min-split-pages"))
       cuda_options.mla_min_split_pages = static_cast<int>(flags.get_int("mla-min-split-pages"));
@@ -554,7 +558,7 @@ int run(int argc, char** argv) {
   run_config["moe_layers"] = moe_layers;
   run_config["weights"] = fp8 ? "dummy, FP8 128x128 blocks as the checkpoint stores them" : "dummy, bf16";
   run_config["device_option"] = device;
-  for (const char* knob : {"fp8-gemv-max-rows", "bf16-gemv-max-rows", "moe-gemv-max-rows", "mla-min-split-pages",
+  for (const char* knob : {"fp8-gemv-max-rows", "fp8-wgmma-max-rows", "bf16-gemv-max-rows", "moe-gemv-max-rows", "mla-min-split-pages",
                            "moe-fp8-mma-max-rows"})
     if (flags.has(knob)) run_config[knob] = flags.get_int(knob);
   if (flags.get_bool("mla-mma-sync")) run_config["mla-mma-sync"] = true;

@@ -30,8 +30,15 @@ struct CudaOptions {
   //   FP8 GEMV up to 4 rows, expert GEMV 2:       1.72 / 6.98 / 12.18
   // Per product (bench/gpu/kernels_bench, H200, us, GEMV / cuBLASLt at 32 rows), the GEMV loses from
   // 8 rows on: N 7168 K 2048 21.7 / 15.3 at 8 rows, 37.3 at 16; N 24576 K 1536 53.3 / 24.4 at 8,
-  // 102.4 at 16; at 4 rows it is level or ahead on three of the four shapes. Hence 4.
-  int64_t fp8_gemv_max_rows = 4;
+  // 102.4 at 16; at 4 rows it is level or ahead on three of the four shapes. That made it 4, until
+  // the wgmma kernel below: from 2 rows on it is level or ahead of the GEMV on three of the four
+  // shapes (H200, us, GEMV / wgmma at 2 rows: 14.0 / 12.1, 17.7 / 18.9, 30.3 / 21.2, 14.0 / 14.2).
+  int64_t fp8_gemv_max_rows = 1;
+  // FP8 linears with more rows than that and at most this many take our swap-AB TMA + wgmma kernel
+  // (fp8_gemm_wgmma.h; GemmOptions::fp8_wgmma_max_rows), beyond it cuBLASLt; 0: never. H200,
+  // fp8_gemm_wgmma_check, cuBLASLt / ours over the four shapes: 1.1-1.6x at 2-16 rows, 0.98-1.18x
+  // at 24-32, 0.88-1.03x at 48-64. Hence 32.
+  int64_t fp8_wgmma_max_rows = 32;
   // bf16 products with one token row (linears, the LM head, absorbed MLA's per-head products) run
   // gemv.h's weight-streaming kernel instead of cuBLASLt (GemmOptions::bf16_fallback_max_rows; more
   // rows up to this many take fp8_gemm.h's fallback); 0: never. (One-row FP8 products take it too

@@ -40,6 +40,7 @@ GemmOptions gemm_options(const CudaOptions& options) {
   gemm.force_fallback = options.reference_kernels;
   gemm.bf16_fallback_max_rows = options.bf16_gemv_max_rows;
   gemm.programmatic_gemv = options.programmatic_gemv;
+  gemm.fp8_wgmma_max_rows = options.fp8_wgmma_max_rows;
   return gemm;
 }
 

@@ -45,6 +45,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/fp8_gemm_wgmma.h"
 #include "backend/cuda/gemv.h"
 #include "core/log.h"
 
@@ -86,21 +87,40 @@ bool fp8_shape_ok(int64_t out_features, int64_t in_features) {
 
 int64_t padded_tokens(int64_t tokens) { return round_up(std::max<int64_t>(tokens, 1), 4); }
 
-// Scratch of the FP8 path: [T4, K] e4m3 activations, [K/128, T4] f32 scales, and a [T4, N] output
-// for a T that is not a multiple of 4 (always counted, so the size never decreases with T).
+// Scratch of the FP8 paths: [T4, K] e4m3 activations, [K/128, T4] f32 scales, then one region that
+// is cuBLASLt's [T4, N] output for a T that is not a multiple of 4, or the wgmma kernel's split-K
+// partials (partial_bytes): always counted, both, so the size never decreases with T.
 struct Fp8Scratch {
   int64_t scales_offset = 0;
   int64_t output_offset = 0;
   int64_t bytes = 0;
 };
 
-Fp8Scratch fp8_scratch(int64_t tokens, int64_t out_features, int64_t in_features, DType y_dtype) {
+Fp8Scratch fp8_scratch(int64_t tokens, int64_t out_features, int64_t in_features, DType y_dtype,
+                       size_t partial_bytes) {
   const int64_t t4 = padded_tokens(tokens);
   Fp8Scratch s;
   s.scales_offset = round_up(t4 * in_features, kScratchAlign);
   s.output_offset = s.scales_offset + round_up(in_features / kFp8Block * t4 * 4, kScratchAlign);
-  s.bytes = s.output_offset + t4 * out_features * static_cast<int64_t>(dtype_size(y_dtype));
+  s.bytes = s.output_offset + std::max(t4 * out_features * static_cast<int64_t>(dtype_size(y_dtype)),
+                                       static_cast<int64_t>(partial_bytes));
   return s;
+}
+
+// Whether FP8 products of this shape may take the wgmma kernel at some T (fp8_gemm_wgmma.h: K a
+// multiple of 128; N * K addressable by its TMA coordinates).
+bool fp8_wgmma_shape_ok(const GemmOptions& options, int64_t out_features, int64_t in_features) {
+  return options.fp8_wgmma_max_rows > options.fp8_fallback_max_rows && in_features % kFp8Block == 0 &&
+         out_features < (int64_t{1} << 31) && in_features < (int64_t{1} << 31);
+}
+
+// The split-K partials the wgmma kernel may need at up to `tokens` rows (0 where it never runs):
+// the bound over every T it takes up to min(tokens, fp8_wgmma_max_rows), so it never decreases.
+size_t fp8_wgmma_partial_bytes(const GemmOptions& options, int64_t tokens, int64_t out_features,
+                               int64_t in_features) {
+  if (!fp8_wgmma_shape_ok(options, out_features, in_features) || tokens <= options.fp8_fallback_max_rows) return 0;
+  return fp8_wgmma_workspace_bound(std::min(tokens, options.fp8_wgmma_max_rows), out_features, in_features, 1,
+                                   fp8_wgmma_sm_count());
 }
 
 enum class Kind : uint8_t { kBf16, kF32, kFp8, kGroupedBf16 };
@@ -242,11 +262,22 @@ struct GemmRunner::State {
   bool owns_workspace = false;
   std::map<MatmulKey, std::unique_ptr<MatmulPlan>> plans;
   GemmPath last_path = GemmPath::kCublasLt;
+  // The FP8 wgmma kernel's split-K tile counters: kFp8WgmmaMaxSplitTiles int32, zero between calls.
+  int32_t* tile_counters = nullptr;
 
   ~State() {
     plans.clear();
     if (handle) cublasLtDestroy(handle);
     if (owns_workspace && workspace) cudaFree(workspace);
+    if (tile_counters) cudaFree(tile_counters);
+  }
+
+  void allocate_tile_counters() {
+    const size_t bytes = kFp8WgmmaMaxSplitTiles * sizeof(int32_t);
+    DSINFER_CUDA_CHECK(cudaMalloc(&tile_counters, bytes));
+    DSINFER_CUDA_CHECK(cudaMemset(tile_counters, 0, bytes));
+    // cudaMemset is asynchronous on the legacy stream; the runner's stream may not wait for it.
+    DSINFER_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
   MatmulPlan& plan(const MatmulKey& key, const void* a_scale = nullptr, const void* b_scale = nullptr) {
@@ -277,6 +308,7 @@ struct GemmRunner::State {
   bool linear_bf16(const LinearArgs& args, cudaStream_t stream);
   bool linear_f32_weight(const LinearArgs& args, cudaStream_t stream);
   bool linear_fp8(const LinearArgs& args, cudaStream_t stream);
+  bool linear_fp8_wgmma(const LinearArgs& args, cudaStream_t stream);
 };
 
 LinearPlan plan_linear(const GemmOptions& options, DType weight_dtype, DType y_dtype, int64_t tokens,
@@ -295,11 +327,17 @@ LinearPlan plan_linear(const GemmOptions& options, DType weight_dtype, DType y_d
       // One-row f32 products (the router's gate at decode) read x as it is: no conversion to f32.
       if (y_dtype != DType::kF32 || tokens <= options.bf16_fallback_max_rows) return {GemmPath::kFallback, 0};
       return {GemmPath::kCublasLt, static_cast<size_t>(tokens * in_features) * sizeof(float)};
-    case DType::kF8E4M3:
-      if (!fp8_shape_ok(out_features, in_features) || tokens <= options.fp8_fallback_max_rows) {
-        return {GemmPath::kFallback, 0};
-      }
-      return {GemmPath::kCublasLt, static_cast<size_t>(fp8_scratch(tokens, out_features, in_features, y_dtype).bytes)};
+    case DType::kF8E4M3: {
+      const bool cublas_ok = fp8_shape_ok(out_features, in_features);
+      const bool wgmma_ok = fp8_wgmma_shape_ok(options, out_features, in_features);
+      if (tokens <= options.fp8_fallback_max_rows || (!cublas_ok && !wgmma_ok)) return {GemmPath::kFallback, 0};
+      // The same layout (and size) for every path past the fallback's rows: monotonic in T.
+      const size_t partials = fp8_wgmma_partial_bytes(options, tokens, out_features, in_features);
+      const size_t scratch =
+          static_cast<size_t>(fp8_scratch(tokens, out_features, in_features, y_dtype, partials).bytes);
+      if (wgmma_ok && tokens <= options.fp8_wgmma_max_rows) return {GemmPath::kFp8Wgmma, scratch};
+      return {cublas_ok ? GemmPath::kCublasLt : GemmPath::kFallback, scratch};
+    }
     default:
       throw Error(str_cat("linear: weights must be bf16, f32 or f8e4m3, got ", dtype_name(weight_dtype)));
   }
@@ -353,7 +391,7 @@ bool GemmRunner::State::linear_fp8(const LinearArgs& args, cudaStream_t stream) 
   }
   const int64_t t4 = padded_tokens(tokens);
   const bool padded = t4 != tokens;
-  const Fp8Scratch layout = fp8_scratch(tokens, n, k, args.y_dtype);
+  const Fp8Scratch layout = fp8_scratch(tokens, n, k, args.y_dtype, 0);  // offsets only
   char* scratch = static_cast<char*>(args.scratch);
   auto* q = reinterpret_cast<__nv_fp8_e4m3*>(scratch);
   auto* x_scales = reinterpret_cast<float*>(scratch + layout.scales_offset);
@@ -389,12 +427,52 @@ bool GemmRunner::State::linear_fp8(const LinearArgs& args, cudaStream_t stream) 
   return true;
 }
 
+// Quantizes x as for cuBLASLt (same scratch layout), then our swap-AB kernel; the split-K partials
+// go where cuBLASLt's padded output would. False (nothing queued) where the kernel refuses the
+// arguments.
+bool GemmRunner::State::linear_fp8_wgmma(const LinearArgs& args, cudaStream_t stream) {
+  const int64_t tokens = args.tokens, n = args.out_features, k = args.in_features;
+  // quantize_fp8_per_token_group's 8-byte loads of x.
+  if (!aligned(args.x, 8) || args.x_row_stride % 4 != 0) return false;
+  const int64_t t4 = padded_tokens(tokens);
+  const Fp8Scratch layout = fp8_scratch(tokens, n, k, args.y_dtype, 0);  // offsets only
+  char* scratch = static_cast<char*>(args.scratch);
+  auto* q = reinterpret_cast<__nv_fp8_e4m3*>(scratch);
+  auto* x_scales = reinterpret_cast<float*>(scratch + layout.scales_offset);
+
+  Fp8WgmmaGemm g;
+  g.w = static_cast<const __nv_fp8_e4m3*>(args.weight.data);
+  g.w_scale = args.weight.scale;
+  g.q = q;
+  g.q_rows = t4;
+  g.x_scale = x_scales;
+  g.scale_stride = t4;
+  g.group_rows = tokens;
+  g.y = args.y;
+  g.y_dtype = args.y_dtype;
+  g.y_row_stride = args.y_row_stride;
+  g.n = n;
+  g.k = k;
+  g.groups = 1;
+  g.workspace = scratch + layout.output_offset;
+  g.workspace_bytes = args.scratch_bytes - static_cast<size_t>(layout.output_offset);  // >= the plan's partials
+  g.tile_counters = tile_counters;
+  g.tile_counter_capacity = kFp8WgmmaMaxSplitTiles;
+  g.programmatic = options.programmatic_fp8_wgmma;
+  if (!fp8_wgmma_supported(g)) return false;
+  const Fp8WgmmaTiling tiling = choose_fp8_wgmma_tiling(tokens, n, k, 1, fp8_wgmma_sm_count());
+  quantize_fp8_per_token_group(args.x, args.x_row_stride, tokens, t4, k, q, x_scales, stream);
+  fp8_wgmma_gemm(g, tiling, stream);
+  return true;
+}
+
 GemmRunner::GemmRunner(GemmOptions options) : state_(std::make_unique<State>()) {
   state_->options = options;
   DSINFER_CUBLAS_CHECK(cublasLtCreate(&state_->handle));
   DSINFER_CUDA_CHECK(cudaMalloc(&state_->workspace, kDefaultWorkspaceBytes));
   state_->owns_workspace = true;
   state_->workspace_bytes = kDefaultWorkspaceBytes;
+  state_->allocate_tile_counters();
 }
 
 GemmRunner::GemmRunner(void* workspace, size_t workspace_bytes, GemmOptions options)
@@ -405,6 +483,7 @@ GemmRunner::GemmRunner(void* workspace, size_t workspace_bytes, GemmOptions opti
   DSINFER_CUBLAS_CHECK(cublasLtCreate(&state_->handle));
   state_->workspace = workspace_bytes == 0 ? nullptr : workspace;
   state_->workspace_bytes = workspace_bytes;
+  state_->allocate_tile_counters();
 }
 
 GemmRunner::~GemmRunner() = default;
@@ -436,7 +515,8 @@ void GemmRunner::linear(const LinearArgs& in, cudaStream_t stream) {
   const LinearPlan planned = plan_linear(state_->options, args.weight.dtype, args.y_dtype, tokens, n, k);
   if (tokens == 0) return;
 
-  bool done = false, streamed = false;
+  bool done = false;
+  GemmPath taken = GemmPath::kFallback;
   if (one_row_gemv(args.weight.dtype, tokens)) {
     Gemv g;
     g.x = args.x;
@@ -448,10 +528,13 @@ void GemmRunner::linear(const LinearArgs& in, cudaStream_t stream) {
     g.n = n;
     g.k = k;
     g.programmatic = state_->options.programmatic_gemv;
-    done = streamed = gemv_supported(g);
-    if (done) gemv(g, stream);
+    done = gemv_supported(g);
+    if (done) {
+      gemv(g, stream);
+      taken = GemmPath::kGemv;
+    }
   }
-  if (!done && planned.path == GemmPath::kCublasLt) {
+  if (!done && (planned.path == GemmPath::kCublasLt || planned.path == GemmPath::kFp8Wgmma)) {
     DSINFER_CHECK(args.scratch_bytes >= planned.scratch_bytes &&
                       (planned.scratch_bytes == 0 || (args.scratch != nullptr && aligned(args.scratch, 16))),
                   "linear: T ", tokens, ", N ", n, ", K ", k, " with ", dtype_name(args.weight.dtype),
@@ -465,9 +548,20 @@ void GemmRunner::linear(const LinearArgs& in, cudaStream_t stream) {
         done = state_->linear_f32_weight(args, stream);
         break;
       default:
+        // The wgmma kernel where planned; cuBLASLt where it refuses the arguments (alignment) and
+        // takes the shape, or where it was planned.
+        if (planned.path == GemmPath::kFp8Wgmma) {
+          done = state_->linear_fp8_wgmma(args, stream);
+          if (done) {
+            taken = GemmPath::kFp8Wgmma;
+            break;
+          }
+          if (!fp8_shape_ok(n, k)) break;
+        }
         done = state_->linear_fp8(args, stream);
         break;
     }
+    if (done && taken == GemmPath::kFallback) taken = GemmPath::kCublasLt;
   }
   if (!done) {
     FallbackGemm g;
@@ -485,7 +579,7 @@ void GemmRunner::linear(const LinearArgs& in, cudaStream_t stream) {
     g.k = k;
     gemm_fallback(g, stream);
   }
-  state_->last_path = streamed ? GemmPath::kGemv : done ? GemmPath::kCublasLt : GemmPath::kFallback;
+  state_->last_path = taken;
 }
 
 void GemmRunner::grouped_linear(const __nv_bfloat16* x, const void* weight, DType weight_dtype, __nv_bfloat16* y,

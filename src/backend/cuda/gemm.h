@@ -17,17 +17,21 @@
 //            token count that is a multiple of 4 (we pad with zero rows in scratch); other shapes,
 //            and T <= GemmOptions::fp8_fallback_max_rows, run the fallback, which uses x in bf16
 //            without quantizing it. The two differ by that activation rounding; both are within
-//            bf16 tolerance for the model.
+//            bf16 tolerance for the model. Between fp8_fallback_max_rows and
+//            GemmOptions::fp8_wgmma_max_rows tokens (decode), x is quantized the same way and our
+//            swap-AB TMA + wgmma kernel (fp8_gemm_wgmma.h) multiplies instead of cuBLASLt: it needs
+//            only K % 128 == 0 and streams the weights at close to HBM bandwidth.
 // Any product cuBLASLt refuses at run time (no algorithm for the shape and the pointers' actual
 // alignment, which we pass to its heuristic; FP8 weights or scales not 16-byte aligned) runs the
 // fallback kernel instead: a call never fails for lack of support.
 //
 // CUDA graphs: every call takes a stream and only queues work on it (kernels, cublasLtMatmul and,
-// for an FP8 product whose T is not a multiple of 4, one cudaMemcpy2DAsync). The first call for a
-// (path, shape, strides, dtypes, pointer alignment) creates cuBLASLt descriptors and queries the
-// heuristic (host work only); later calls reuse them, so run every shape once (warm-up) before
-// capturing. No call allocates device memory or synchronizes. The workspace is shared by all calls:
-// use a runner from one stream (or serialize its streams), and from one host thread.
+// for an FP8 product through cuBLASLt whose T is not a multiple of 4, one cudaMemcpy2DAsync). The
+// first call for a (path, shape, strides, dtypes, pointer alignment) creates cuBLASLt descriptors and
+// queries the heuristic (host work only); later calls reuse them, so run every shape once (warm-up)
+// before capturing. No call allocates device memory or synchronizes. The workspace, and the split-K tile
+// counters of the FP8 wgmma kernel (zero between calls), are shared by all calls: use a runner from
+// one stream (or serialize its streams), and from one host thread.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -41,12 +45,17 @@
 
 namespace dsinfer::backend::cuda {
 
-enum class GemmPath : uint8_t { kCublasLt, kFallback, kGemv };
+enum class GemmPath : uint8_t { kCublasLt, kFallback, kGemv, kFp8Wgmma };
 
 struct GemmOptions {
   // FP8 weights: run the fallback (no activation quantization, one pass over W) when T <= this.
   // 0: cuBLASLt whenever it takes the shape. Measure before raising it (decode-sized products).
   int64_t fp8_fallback_max_rows = 0;
+  // FP8 weights with fp8_fallback_max_rows < T <= this: activations quantized, then our swap-AB
+  // wgmma kernel (fp8_gemm_wgmma.h) instead of cuBLASLt. 0: never (cuBLASLt, as before).
+  int64_t fp8_wgmma_max_rows = 32;  // CudaOptions::fp8_wgmma_max_rows says why
+  // Launch that kernel programmatically: its first weight loads overlap the quantization's tail.
+  bool programmatic_fp8_wgmma = true;
   // Every product through the fallback kernel (reference runs, debugging).
   bool force_fallback = false;
   // bf16 weights with at most kFallbackMaxOutputs rows: the fallback when T <= this, and at T = 1
@@ -82,7 +91,7 @@ struct LinearArgs {
 };
 
 struct LinearPlan {
-  GemmPath path = GemmPath::kCublasLt;  // the path taken when cuBLASLt accepts the shape
+  GemmPath path = GemmPath::kCublasLt;  // the path taken when cuBLASLt (or our FP8 kernel) takes it
   size_t scratch_bytes = 0;
 };
 
@@ -97,10 +106,13 @@ class GemmRunner {
   // cuBLAS's recommended workspace on Hopper.
   static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
 
-  // Allocates a kDefaultWorkspaceBytes workspace (once, here) on the current device.
+  // Allocates a kDefaultWorkspaceBytes workspace (once, here) on the current device, and the FP8
+  // wgmma kernel's split-K tile counters (kFp8WgmmaMaxSplitTiles int32, zeroed here; both
+  // constructors synchronize the device once for that).
   explicit GemmRunner(GemmOptions options = {});
   // Borrows `workspace` (device memory, 256-byte aligned, workspace_bytes long), which must outlive
-  // the runner; workspace_bytes may be 0 (then cuBLASLt picks algorithms that need none).
+  // the runner; workspace_bytes may be 0 (then cuBLASLt picks algorithms that need none). Allocates
+  // the tile counters as above.
   GemmRunner(void* workspace, size_t workspace_bytes, GemmOptions options = {});
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;

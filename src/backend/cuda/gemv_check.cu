@@ -167,7 +167,9 @@ int run(int runs) {
   GemmOptions fallback_options;
   fallback_options.force_fallback = true;
   GemmRunner fallback(fallback_options);
-  GemmRunner cublas;  // bf16_fallback_max_rows 0: cuBLASLt for every bf16 product (FP8: activations quantized)
+  GemmOptions cublas_options;  // bf16_fallback_max_rows 0: cuBLASLt for every bf16 product (FP8: activations
+  cublas_options.fp8_wgmma_max_rows = 0;  // quantized), never our FP8 wgmma kernel
+  GemmRunner cublas(cublas_options);
   Buffer cublas_scratch(size_t{64} << 20);
   int failures = 0;
 
