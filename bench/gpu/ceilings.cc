@@ -1,14 +1,16 @@
 // The GPU's ceilings (ceilings.h): copy bandwidth and the BF16 and FP8 GEMM peaks through our own
-// GemmRunner, timed with CUDA events, L2 flushed before each call.
+// GemmRunner, timed by kernel_timing.h (CUDA events, L2 flushed before each call).
 //
 // Device memory: 2 x 2 GiB for the copy (freed before the GEMMs), 256 MiB for the flush, and for the
 // GEMMs x, W, y of 8192 x 8192 (128 MiB each in bf16) plus the FP8 path's scratch (~200 MiB).
 #include "ceilings.h"  // bench/gpu/, next to this file
+#include "kernel_timing.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -25,32 +27,8 @@ using backend::cuda::GemmPath;
 using backend::cuda::GemmRunner;
 
 constexpr size_t kCopyBytes = size_t{2} << 30;    // per buffer: far beyond L2, as a weight stream is
-constexpr size_t kFlushBytes = size_t{256} << 20;  // > 4x the largest Hopper L2 (60 MB on the H200)
 constexpr int64_t kGemmSize = 8192;                // M = N = K
 constexpr int64_t kScaleBlock = 128;               // DeepSeek's FP8 weight blocks, 128 x 128
-constexpr int kWarmups = 3;                        // the first GEMM call also builds cuBLASLt's plan
-
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    cudaError_t status = cudaMalloc(&data_, bytes);
-    if (status != cudaSuccess) {
-      cudaGetLastError();  // an allocation failure is not sticky; clear it for the caller
-      throw Error(str_cat("ceilings: cannot allocate ", bytes >> 20, " MiB of GPU memory (",
-                          cudaGetErrorString(status), "); measuring the ceilings needs about 4.5 GiB free"));
-    }
-  }
-  ~DeviceBuffer() { cudaFree(data_); }  // status ignored: a destructor must not throw
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void* get() const { return data_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 class Stream {
  public:
@@ -64,59 +42,17 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-// A start and a stop event per timed run.
-class EventPairs {
- public:
-  explicit EventPairs(int runs) {
-    events_.reserve(2 * static_cast<size_t>(runs));
-    for (int i = 0; i < 2 * runs; ++i) {
-      cudaEvent_t event = nullptr;
-      DSINFER_CUDA_CHECK(cudaEventCreate(&event));
-      events_.push_back(event);
-    }
-  }
-  ~EventPairs() {
-    for (cudaEvent_t event : events_) cudaEventDestroy(event);
-  }
-  EventPairs(const EventPairs&) = delete;
-  EventPairs& operator=(const EventPairs&) = delete;
-  cudaEvent_t start(int run) const { return events_[2 * run]; }
-  cudaEvent_t stop(int run) const { return events_[2 * run + 1]; }
-
- private:
-  std::vector<cudaEvent_t> events_;
-};
-
-// Median milliseconds of `call` (which only queues work on `stream`). Every run is preceded by a
-// memset of `flush` outside its events. All runs are queued before waiting, so each call is already
-// queued when the GPU reaches it: the events time the GPU's work, not the host's launch.
-template <typename Call>
-double median_ms(cudaStream_t stream, const DeviceBuffer& flush, Call&& call) {
-  for (int i = 0; i < kWarmups; ++i) call();
-  EventPairs events(kCeilingRuns);
-  for (int run = 0; run < kCeilingRuns; ++run) {
-    DSINFER_CUDA_CHECK(cudaMemsetAsync(flush.get(), run & 0xff, flush.bytes(), stream));
-    DSINFER_CUDA_CHECK(cudaEventRecord(events.start(run), stream));
-    call();
-    DSINFER_CUDA_CHECK(cudaEventRecord(events.stop(run), stream));
-  }
-  DSINFER_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<double> times;
-  for (int run = 0; run < kCeilingRuns; ++run) {
-    float ms = 0;
-    DSINFER_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start(run), events.stop(run)));
-    times.push_back(ms);
-  }
-  std::sort(times.begin(), times.end());
-  const size_t n = times.size();
-  return n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+// Median milliseconds of `call` (kernel_timing.h's Timer: the L2 flushed before each run).
+double median_ms(cudaStream_t stream, const std::function<void()>& call) {
+  Timer timer(stream, kCeilingRuns);
+  return timer.median_us(call) * 1e-3;
 }
 
-double measure_copy_tb_s(cudaStream_t stream, const DeviceBuffer& flush) {
-  DeviceBuffer source(kCopyBytes), destination(kCopyBytes);
+double measure_copy_tb_s(cudaStream_t stream) {
+  Buffer source(kCopyBytes), destination(kCopyBytes);
   backend::cuda::fill_uniform(source.get(), DType::kBF16, static_cast<int64_t>(kCopyBytes / 2), 11, -1.0f, 1.0f,
                               stream);
-  const double ms = median_ms(stream, flush, [&] {
+  const double ms = median_ms(stream, [&] {
     DSINFER_CUDA_CHECK(
         cudaMemcpyAsync(destination.get(), source.get(), kCopyBytes, cudaMemcpyDeviceToDevice, stream));
   });
@@ -124,10 +60,10 @@ double measure_copy_tb_s(cudaStream_t stream, const DeviceBuffer& flush) {
 }
 
 // y [n, n] bf16 = x [n, n] bf16 . W [n, n]^T, W bf16 or f8e4m3 with [n/128, n/128] f32 block scales.
-double measure_gemm_tflops(GemmRunner& runner, cudaStream_t stream, const DeviceBuffer& flush, DType weight_dtype) {
+double measure_gemm_tflops(GemmRunner& runner, cudaStream_t stream, DType weight_dtype) {
   const int64_t n = kGemmSize;
   const size_t elements = static_cast<size_t>(n * n);
-  DeviceBuffer x(elements * sizeof(__nv_bfloat16)), weight(elements * dtype_size(weight_dtype)),
+  Buffer x(elements * sizeof(__nv_bfloat16)), weight(elements * dtype_size(weight_dtype)),
       y(elements * sizeof(__nv_bfloat16));
   backend::cuda::fill_uniform(x.get(), DType::kBF16, n * n, 21, -1.0f, 1.0f, stream);
 
@@ -141,7 +77,7 @@ double measure_gemm_tflops(GemmRunner& runner, cudaStream_t stream, const Device
   args.out_features = n;
   args.in_features = n;
 
-  std::optional<DeviceBuffer> scale, scratch;
+  std::optional<Buffer> scale, scratch;
   if (weight_dtype == DType::kF8E4M3) {
     // Codes of magnitude up to 224 (of e4m3's 448) times scales ~1.5e-4: DeepSeek-like weights.
     backend::cuda::fill_uniform(weight.get(), DType::kF8E4M3, n * n, 22, -224.0f, 224.0f, stream);
@@ -160,7 +96,7 @@ double measure_gemm_tflops(GemmRunner& runner, cudaStream_t stream, const Device
     args.scratch_bytes = scratch->bytes();
   }
 
-  const double ms = median_ms(stream, flush, [&] { runner.linear(args, stream); });
+  const double ms = median_ms(stream, [&] { runner.linear(args, stream); });
   if (runner.last_path() != GemmPath::kCublasLt) {
     std::fprintf(stderr,
                  "warning: the %s GEMM ceiling ran our fallback kernel, not cuBLASLt: it is not the chip's peak\n",
@@ -174,12 +110,11 @@ double measure_gemm_tflops(GemmRunner& runner, cudaStream_t stream, const Device
 Ceilings measure_ceilings(int device) {
   DSINFER_CUDA_CHECK(cudaSetDevice(device));
   Stream stream;
-  DeviceBuffer flush(kFlushBytes);
   Ceilings ceilings;
-  ceilings.copy_tb_s = measure_copy_tb_s(stream.get(), flush);
+  ceilings.copy_tb_s = measure_copy_tb_s(stream.get());
   GemmRunner runner;  // its cuBLASLt workspace on `device`
-  ceilings.bf16_tflops = measure_gemm_tflops(runner, stream.get(), flush, DType::kBF16);
-  ceilings.fp8_tflops = measure_gemm_tflops(runner, stream.get(), flush, DType::kF8E4M3);
+  ceilings.bf16_tflops = measure_gemm_tflops(runner, stream.get(), DType::kBF16);
+  ceilings.fp8_tflops = measure_gemm_tflops(runner, stream.get(), DType::kF8E4M3);
   DSINFER_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
   return ceilings;
 }

@@ -15,8 +15,10 @@
 //     streaming GEMV at 1 row, the fallback GEMV up to fp8_gemv_max_rows, cuBLASLt with DeepSeek's
 //     block scales beyond, activations quantized inside the call), bf16 out, M from 1 to 4096 over
 //     the four (N, K) of ANCHORS.md.
-//     TB/s counts the weight bytes, TFLOP/s 2 * M * N * K.
-//   - Add + RMSNorm (norm.h), hidden 7168, 1 to 16K tokens: bytes read and written against copy.
+//     TB/s counts the weight bytes, TFLOP/s 2 * M * N * K; cuBLASLt's block-scaled product at the same M
+//     is timed beside it.
+//   - The small ops (small_ops_cases.h): routing, SiLU-mul (+ FP8 quant), add + RMSNorm (+ FP8 quant),
+//     RoPE and the latent-cache write, 1 to 16K tokens, bytes moved against the copy bandwidth.
 // Every figure goes to the result JSON; the anchor block carries the ANCHORS.md figures for this GPU.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -24,7 +26,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,8 +34,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/mla_decode.h"
-#include "backend/cuda/norm.h"
-#include "backend/cuda/random_fill.h"
 #include "bench/result_file.h"
 #include "cli/flags.h"
 #include "core/dtype.h"
@@ -42,6 +41,8 @@
 #include "core/json.h"
 
 #include "ceilings.h"  // bench/gpu/, next to this file
+#include "kernel_timing.h"
+#include "small_ops_cases.h"
 
 namespace dsinfer::bench {
 namespace {
@@ -49,59 +50,6 @@ namespace {
 using backend::cuda::GemmRunner;
 using backend::cuda::LinearArgs;
 using bf16 = __nv_bfloat16;
-
-class Buffer {
- public:
-  explicit Buffer(size_t bytes) : bytes_(std::max<size_t>(bytes, 256)) { DSINFER_CUDA_CHECK(cudaMalloc(&data_, bytes_)); }
-  ~Buffer() { cudaFree(data_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  template <typename T = void>
-  T* get() const { return static_cast<T*>(data_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_;
-};
-
-class Timer {
- public:
-  Timer(cudaStream_t stream, int runs) : stream_(stream), runs_(runs), flush_(size_t{256} << 20) {
-    DSINFER_CUDA_CHECK(cudaEventCreate(&start_));
-    DSINFER_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~Timer() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  // Median microseconds of one call, the L2 flushed before each.
-  double median_us(const std::function<void()>& call) {
-    std::vector<double> times;
-    for (int run = 0; run < runs_ + 2; ++run) {
-      DSINFER_CUDA_CHECK(cudaMemsetAsync(flush_.get(), run & 0xff, flush_.bytes(), stream_));
-      DSINFER_CUDA_CHECK(cudaEventRecord(start_, stream_));
-      call();
-      DSINFER_CUDA_CHECK(cudaEventRecord(stop_, stream_));
-      DSINFER_CUDA_CHECK(cudaEventSynchronize(stop_));
-      float ms = 0;
-      DSINFER_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-      if (run >= 2) times.push_back(ms * 1e3);
-    }
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    return times[times.size() / 2];
-  }
-
- private:
-  cudaStream_t stream_;
-  int runs_;
-  Buffer flush_;
-  cudaEvent_t start_{}, stop_{};
-};
-
-void fill(void* data, DType dtype, int64_t n, uint64_t seed, float low, float high, cudaStream_t stream) {
-  backend::cuda::fill_uniform(data, dtype, n, seed, low, high, stream);
-}
 
 // ANCHORS.md, H200 (kernel times with the L2 flushed): FlashMLA decode and DeepGEMM FP8 GEMMs.
 struct MlaAnchor { int heads, q, batch, cache; double us; };
@@ -199,11 +147,16 @@ void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json&
 
 void gemm_cases(Timer& timer, cudaStream_t stream, bool h200, const Ceilings& ceilings, Json& figures, Json& anchors) {
   std::printf("\nFP8 block GEMM (1x128 activations, 128x128 weights), bf16 out, GemmRunner's production path\n");
-  std::printf("      M      N      K        us   TFLOP/s  weight TB/s   DeepGEMM us   ratio\n");
+  std::printf("      M      N      K        us   TFLOP/s  weight TB/s   of copy  cuBLASLt us   ratio   DeepGEMM us   ratio\n");
+  const backend::cuda::CudaOptions defaults;
   backend::cuda::GemmOptions options;  // as the CUDA backend sets them (CudaOptions' defaults)
-  options.fp8_fallback_max_rows = backend::cuda::CudaOptions{}.fp8_gemv_max_rows;
-  options.bf16_fallback_max_rows = backend::cuda::CudaOptions{}.bf16_gemv_max_rows;
+  options.fp8_fallback_max_rows = defaults.fp8_gemv_max_rows;
+  options.fp8_wgmma_max_rows = defaults.fp8_wgmma_max_rows;
+  options.bf16_fallback_max_rows = defaults.bf16_gemv_max_rows;
   GemmRunner production(options);
+  backend::cuda::GemmOptions cublas_options;  // cuBLASLt's block-scaled product at every M
+  cublas_options.fp8_wgmma_max_rows = 0;
+  GemmRunner cublas(cublas_options);
   struct Nk { int n, k; };
   for (Nk nk : {Nk{7168, 2048}, Nk{4096, 7168}, Nk{24576, 1536}, Nk{2112, 7168}}) {
     const int64_t n = nk.n, k = nk.k;
@@ -213,9 +166,10 @@ void gemm_cases(Timer& timer, cudaStream_t stream, bool h200, const Ceilings& ce
     for (int m : {1, 2, 4, 8, 16, 32, 64, 128, 256, 4096}) {
       Buffer x(size_t(m) * k * 2), y(size_t(m) * n * 2);
       fill(x.get(), DType::kBF16, int64_t(m) * k, 5, -1, 1, stream);
-      const backend::cuda::LinearPlan plan =
-          backend::cuda::plan_linear(options, DType::kF8E4M3, DType::kBF16, m, n, k);
-      Buffer scratch(plan.scratch_bytes);
+      const size_t scratch_bytes =
+          std::max(backend::cuda::plan_linear(options, DType::kF8E4M3, DType::kBF16, m, n, k).scratch_bytes,
+                   backend::cuda::plan_linear(cublas_options, DType::kF8E4M3, DType::kBF16, m, n, k).scratch_bytes);
+      Buffer scratch(scratch_bytes);
       LinearArgs args;
       args.x = x.get<bf16>();
       args.weight = {w.get(), DType::kF8E4M3, scale.get<float>()};
@@ -226,6 +180,7 @@ void gemm_cases(Timer& timer, cudaStream_t stream, bool h200, const Ceilings& ce
       args.scratch = scratch.get();
       args.scratch_bytes = scratch.bytes();
       const double us = timer.median_us([&] { production.linear(args, stream); });
+      const double cublas_us = timer.median_us([&] { cublas.linear(args, stream); });
       const double tflops = 2.0 * m * n * k / us / 1e6, tbs = double(n) * k / us / 1e6;
       double anchor = 0;
       for (const GemmAnchor& a : kDeepGemmH200)
@@ -234,36 +189,14 @@ void gemm_cases(Timer& timer, cudaStream_t stream, bool h200, const Ceilings& ce
       figures[key + "_us"] = us;
       figures[key + "_tflops"] = tflops;
       figures[key + "_weight_tb_s"] = tbs;
+      figures[key + "_cublaslt_us"] = cublas_us;
       const AnchorColumns compared = compare_with_anchor(key, us, h200 ? anchor : 0, "_vs_deepgemm", figures, anchors);
-      std::printf("  %5d %6lld %6lld %9.1f %9.1f %12.2f %13s %7s\n", m, static_cast<long long>(n),
-                  static_cast<long long>(k), us, tflops, tbs, compared.time.c_str(), compared.ratio.c_str());
+      std::printf("  %5d %6lld %6lld %9.1f %9.1f %12.2f %8.0f%% %12.1f %7.2f %13s %7s\n", m, static_cast<long long>(n),
+                  static_cast<long long>(k), us, tflops, tbs, 100.0 * tbs / ceilings.copy_tb_s, cublas_us,
+                  cublas_us / us, compared.time.c_str(), compared.ratio.c_str());
     }
   }
   std::printf("  (ceilings of this run: FP8 GEMM %.0f TFLOP/s, copy %.2f TB/s)\n", ceilings.fp8_tflops, ceilings.copy_tb_s);
-}
-
-void norm_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Json& figures) {
-  std::printf("\nAdd + RMSNorm, hidden 7168 (residual += x; out = rms_norm(residual))\n");
-  std::printf("   tokens        us    TB/s   of copy\n");
-  const int64_t hidden = 7168;
-  Buffer weight(hidden * 4);
-  fill(weight.get(), DType::kF32, hidden, 6, 0.5f, 1.5f, stream);
-  for (int64_t tokens : {1, 64, 256, 4096, 16384}) {
-    Buffer residual(tokens * hidden * 2), x(tokens * hidden * 2), out(tokens * hidden * 2);
-    fill(residual.get(), DType::kBF16, tokens * hidden, 7, -1, 1, stream);
-    fill(x.get(), DType::kBF16, tokens * hidden, 8, -1, 1, stream);
-    const double us = timer.median_us([&] {
-      backend::cuda::add_rms_norm_inplace(residual.get<bf16>(), x.get<bf16>(), weight.get<float>(), out.get<bf16>(),
-                                          tokens, hidden, 1e-6f, stream);
-    });
-    // Reads residual and x, writes residual and out.
-    const double tbs = 4.0 * tokens * hidden * 2 / us / 1e6;
-    const std::string key = str_cat("add_rms_norm_t", tokens);
-    figures[key + "_us"] = us;
-    figures[key + "_tb_s"] = tbs;
-    figures[key + "_of_copy"] = tbs / ceilings.copy_tb_s;
-    std::printf("  %7lld %9.1f %7.2f %8.0f%%\n", static_cast<long long>(tokens), us, tbs, 100 * tbs / ceilings.copy_tb_s);
-  }
 }
 
 int run(int argc, char** argv) {
@@ -291,7 +224,7 @@ int run(int argc, char** argv) {
     Timer timer(stream, runs);
     mla_cases(timer, stream, prop.multiProcessorCount, h200, figures, anchors);
     gemm_cases(timer, stream, h200, ceilings, figures, anchors);
-    norm_cases(timer, stream, ceilings, figures);
+    small_op_cases(timer, stream, ceilings, figures);
   }
   DSINFER_CUDA_CHECK(cudaStreamDestroy(stream));
 

@@ -11,6 +11,19 @@
 
 #include "backend/conformance/conformance.h"
 #include "backend/cuda/cuda_backend.h"
+// The fused FP8-quantizing launchers, tested below against the CPU's ops (no Backend op of their own yet).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.h"
+#include "backend/cuda/norm.h"
+#include "core/dtype.h"
 
 namespace dsinfer::backend::cuda {
 namespace {
@@ -51,6 +64,156 @@ TEST(CudaConformance, ReferenceKernelsMatchTheCpuAtSmallShapes) {
   CudaOptions options;
   options.reference_kernels = true;
   expect_conformance(options, conformance::Tier::kSmall);
+}
+
+// ---- Fused FP8 quantization: silu_mul_quant_fp8 and add_rms_norm_quant_fp8 (no Backend op yet) ----
+// Against the CPU's silu_mul and add_rms_norm_inplace: the bf16 outputs within the elementwise bound,
+// q * scale within e4m3's rounding of the CPU's values, and q and the scales exactly
+// quantize_fp8_per_token_group's formula applied on the host to the GPU's own bf16 output (padding
+// rows zeros with scale 1).
+
+constexpr double kBoundBf16Output = 2e-5;  // conformance.cc's kBoundElementwise
+constexpr double kBoundFp8Output = 3e-3;   // e4m3 keeps 3 mantissa bits: <= 2^-4 relative, ~1.3e-3 nmse
+constexpr float kQuantEps = 1e-6f;
+
+// Device memory for one test, freed at scope exit; stream 0, synchronous copies.
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) { DSINFER_CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(n, 1) * sizeof(T))); }
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return data_; }
+  template <typename U>
+  U* as() const { return reinterpret_cast<U*>(data_); }
+  void upload(const std::vector<T>& host) {
+    DSINFER_CHECK(host.size() == n_, "DeviceArray: ", host.size(), " values for ", n_);
+    DSINFER_CUDA_CHECK(cudaMemcpy(data_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(n_);
+    DSINFER_CUDA_CHECK(cudaDeviceSynchronize());
+    DSINFER_CUDA_CHECK(cudaMemcpy(host.data(), data_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  T* data_ = nullptr;
+  size_t n_;
+};
+
+// bf16 values (bits for the GPU) and the same values as an f32 host tensor (for the CPU).
+struct Bf16Values {
+  std::vector<uint16_t> bits;
+  Tensor host;
+};
+
+Bf16Values bf16_values(const std::vector<uint16_t>& bits, Shape shape) {
+  Bf16Values values{bits, Tensor::empty(DType::kF32, shape)};
+  for (size_t i = 0; i < bits.size(); ++i) values.host.data<float>()[i] = bf16_to_f32(bits[i]);
+  return values;
+}
+
+Bf16Values random_bf16(Shape shape, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<uint16_t> bits(static_cast<size_t>(shape.numel()));
+  for (uint16_t& b : bits) b = f32_to_bf16(normal(rng));
+  return bf16_values(bits, shape);
+}
+
+void expect_close(const std::string& what, const Tensor& reference, const Tensor& candidate, double bound) {
+  const conformance::CheckResult result = conformance::check_nmse(what, reference, candidate, bound);
+  EXPECT_TRUE(result.passed) << what << ": nmse " << result.value << " (bound " << bound << ") " << result.detail;
+}
+
+// q [padded_rows, cols] and scales [cols / 128, padded_rows] against quantize_fp8_per_token_group's
+// formula for `values` [rows, cols] (f32 copies of bf16 values); returns q * scale [rows, cols].
+Tensor expect_quantized(const std::string& what, const Tensor& values, int64_t padded_rows,
+                        const std::vector<uint8_t>& q, const std::vector<float>& scales) {
+  const int64_t rows = values.dim(0), cols = values.dim(1), groups = cols / 128;
+  Tensor dequantized = Tensor::empty(DType::kF32, {rows, cols});
+  int64_t wrong_scales = 0, wrong_q = 0;
+  for (int64_t t = 0; t < padded_rows; ++t) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* group = t < rows ? values.data<float>() + t * cols + g * 128 : nullptr;
+      float amax = 0.0f;
+      for (int64_t c = 0; group != nullptr && c < 128; ++c) amax = std::max(amax, std::fabs(group[c]));
+      float scale = amax / kFp8E4M3Max;
+      if (!(scale > 0.0f)) scale = 1.0f;
+      wrong_scales += scales[g * padded_rows + t] != scale;
+      for (int64_t c = 0; c < 128; ++c) {
+        const uint8_t code = q[t * cols + g * 128 + c];
+        wrong_q += code != f32_to_fp8e4m3((group != nullptr ? group[c] : 0.0f) / scale);
+        if (group != nullptr) dequantized.data<float>()[t * cols + g * 128 + c] = fp8e4m3_to_f32(code) * scale;
+      }
+    }
+  }
+  EXPECT_EQ(wrong_scales, 0) << what << ": scales differ from amax / 448";
+  EXPECT_EQ(wrong_q, 0) << what << ": e4m3 codes differ from the rounded value / scale";
+  return dequantized;
+}
+
+TEST(CudaFusedQuantization, SiluMulQuantFp8MatchesTheCpuSiluMul) {
+  ASSERT_GT(device_count(), 0) << "no CUDA device: this test needs a GPU";
+  auto cpu = make_cpu_backend();
+  struct Shape2 { int64_t tokens, inter; };
+  for (Shape2 shape : {Shape2{1, 2048}, Shape2{37, 2048}, Shape2{64, 18432}}) {
+    const int64_t T = shape.tokens, I = shape.inter, padded = (T + 3) / 4 * 4;
+    const std::string what = str_cat("silu_mul_quant_fp8 T=", T, " I=", I);
+    const Bf16Values x = random_bf16({T, 2 * I}, static_cast<uint32_t>(T * 31 + I), 1.5f);
+    const Tensor reference = cpu->silu_mul(x.host);  // [T, I] f32
+    DeviceArray<uint16_t> device_x(T * 2 * I), device_h(T * I);
+    DeviceArray<uint8_t> device_q(padded * I);
+    DeviceArray<float> device_scales(I / 128 * padded);
+    device_x.upload(x.bits);
+    silu_mul_quant_fp8(device_x.as<__nv_bfloat16>(), device_h.as<__nv_bfloat16>(), T, padded, I,
+                       device_q.as<__nv_fp8_e4m3>(), device_scales.get(), nullptr);
+    const Bf16Values h = bf16_values(device_h.download(), {T, I});
+    expect_close(what + " h", reference, h.host, kBoundBf16Output);
+    const Tensor dequantized = expect_quantized(what, h.host, padded, device_q.download(), device_scales.download());
+    expect_close(what + " q * scale", reference, dequantized, kBoundFp8Output);
+  }
+}
+
+TEST(CudaFusedQuantization, AddRmsNormQuantFp8MatchesTheCpuAddRmsNorm) {
+  ASSERT_GT(device_count(), 0) << "no CUDA device: this test needs a GPU";
+  auto cpu = make_cpu_backend();
+  const int64_t H = 7168;
+  Tensor weight = Tensor::empty(DType::kF32, {H});
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(0.2f, 1.0f);
+  for (int64_t i = 0; i < H; ++i) weight.data<float>()[i] = uniform(rng);
+  DeviceArray<float> device_weight(H);
+  device_weight.upload(std::vector<float>(weight.data<float>(), weight.data<float>() + H));
+  // 1 and 37 rows: one block per row; 1024: the persistent schedule too (norm.h).
+  for (int64_t T : {1, 37, 1024}) {
+    const int64_t padded = (T + 3) / 4 * 4;
+    const Bf16Values residual = random_bf16({T, H}, static_cast<uint32_t>(T * 13 + 1), 3.0f);
+    const Bf16Values x = random_bf16({T, H}, static_cast<uint32_t>(T * 13 + 2), 1.0f);
+    Tensor reference_residual = residual.host.clone();
+    const Tensor reference = cpu->add_rms_norm_inplace(reference_residual, x.host, weight, kQuantEps);
+    for (NormSchedule schedule : {NormSchedule::kBlockPerRow, NormSchedule::kPersistent}) {
+      const std::string what = str_cat("add_rms_norm_quant_fp8 T=", T,
+                                       schedule == NormSchedule::kPersistent ? " persistent" : " block/row");
+      DeviceArray<uint16_t> device_residual(T * H), device_x(T * H), device_out(T * H);
+      DeviceArray<uint8_t> device_q(padded * H);
+      DeviceArray<float> device_scales(H / 128 * padded);
+      device_residual.upload(residual.bits);
+      device_x.upload(x.bits);
+      add_rms_norm_quant_fp8(device_residual.as<__nv_bfloat16>(), device_x.as<__nv_bfloat16>(), device_weight.get(),
+                             device_out.as<__nv_bfloat16>(), T, padded, H, kQuantEps, device_q.as<__nv_fp8_e4m3>(),
+                             device_scales.get(), nullptr, schedule);
+      const Bf16Values new_residual = bf16_values(device_residual.download(), {T, H});
+      const Bf16Values out = bf16_values(device_out.download(), {T, H});
+      expect_close(what + " residual", reference_residual, new_residual.host, kBoundBf16Output);
+      expect_close(what + " out", reference, out.host, kBoundBf16Output);
+      const Tensor dequantized =
+          expect_quantized(what, out.host, padded, device_q.download(), device_scales.download());
+      expect_close(what + " q * scale", reference, dequantized, kBoundFp8Output);
+    }
+  }
 }
 
 }  // namespace

@@ -1,20 +1,28 @@
-// Elementwise kernels: embedding lookup, residual add, SiLU gating, strided row copies, dtype
-// conversion. bf16 in and out, float32 math.
+// Elementwise kernels: embedding lookup, residual add, SiLU gating (alone and fused with FP8
+// quantization), strided row copies, dtype conversion. bf16 in and out, float32 math.
 //
 // All are memory bound (a few FLOPs per element at most); the roofline is the bytes moved over HBM
-// bandwidth (H100 SXM ~3.35 TB/s, H200 ~4.8 TB/s):
-//   embedding    tokens * dim * (2 or 4) read + tokens * dim * 2 written
-//   add_inplace  6n bytes (x read and written, y read), n FLOPs
-//   silu_mul     tokens * 2I * 2 read + tokens * I * 2 written, ~5 FLOPs per output
-//   copy_rows    2 * rows * cols * element_bytes
-//   conversions  6n bytes
+// bandwidth (copy: H100 SXM ~3.0 TB/s, H200 ~4.3 TB/s, ANCHORS.md):
+//   embedding           tokens * dim * (2 or 4) read + tokens * dim * 2 written
+//   add_inplace         6n bytes (x read and written, y read), n FLOPs
+//   silu_mul            tokens * 2I * 2 read + tokens * I * 2 written, ~5 FLOPs per output
+//   silu_mul_quant_fp8  tokens * 2I * 2 read + tokens * I * (1 + 1/32) written (+ 2I with out)
+//   copy_rows           2 * rows * cols * element_bytes
+//   conversions         6n bytes
 //
 // Launch configuration:
-//   row ops (embedding, silu_mul, copy_rows): a row is split into units (8 elements = 16 bytes when
-//   alignment allows, else 1 element, or the widest access that fits for copies). A 256-thread block
-//   is tx x ty: tx threads (the smallest power of two >= units per row, at most 256) along a row,
-//   ty = 256 / tx rows. grid.x covers a row's units, grid.y the rows (at most 65535 blocks; the
-//   kernel loops over the rest), so one wide row still spreads over many SMs (decode, T = 1).
+//   row ops (embedding, copy_rows, silu_mul when a row is not 16-byte units): a row is split into
+//   units (8 elements = 16 bytes when alignment allows, else 1 element, or the widest access that
+//   fits for copies). A 256-thread block is tx x ty: tx threads (the smallest power of two >= units
+//   per row, at most 256) along a row, ty = 256 / tx rows. grid.x covers a row's units, grid.y the
+//   rows (at most 65535 blocks; the kernel loops over the rest), so one wide row still spreads over
+//   many SMs (decode, T = 1).
+//   silu_mul (16-byte units) and silu_mul_quant_fp8: 128-thread blocks, each thread 2 units of a
+//   row (unit = blockIdx.x * 256 + threadIdx.x + 128 j, its 4 loads of 16 bytes issued before any is
+//   used); grid.x covers a row (V3's I = 2048: 256 units, one block), grid.y the rows (<= 65535,
+//   looping beyond). The quantized form's 128-column group is 16 consecutive units, the 16 lanes of
+//   one half-warp: amax by 4 shuffle steps, each lane stores its 8 e4m3 bytes, the half's first lane
+//   the scale.
 //   flat ops (add_inplace, conversions): one 8-element chunk per thread, grid-stride loop.
 #include "backend/cuda/elementwise.h"
 
@@ -24,6 +32,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/vector.cuh"
+#include "core/dtype.h"
 
 namespace dsinfer::backend::cuda {
 namespace {
@@ -132,26 +141,116 @@ __global__ void add_kernel(bf16* x, const bf16* y, int64_t n) {
 
 __device__ __forceinline__ float silu_times(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
 
-template <bool kVector>
-__global__ void silu_mul_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, int64_t tokens, int64_t inter) {
+// Element by element, for rows that are not whole 16-byte units.
+__global__ void silu_mul_scalar_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, int64_t tokens,
+                                       int64_t inter) {
   allow_dependent_launch();  // the down projection after it (gemv.h) starts streaming its weights
-  const int64_t units = kVector ? inter / kChunk : inter;
   auto body = [&](int64_t unit, int64_t t) {
     const bf16* gate = x + t * 2 * inter;
-    const bf16* up = gate + inter;
-    bf16* target = out + t * inter;
-    if constexpr (kVector) {
-      float g[kChunk], u[kChunk];
-      unpack_bf16x8(reinterpret_cast<const Bf16x8*>(gate)[unit], g);
-      unpack_bf16x8(reinterpret_cast<const Bf16x8*>(up)[unit], u);
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i) g[i] = silu_times(g[i], u[i]);
-      reinterpret_cast<Bf16x8*>(target)[unit] = pack_bf16x8(g);
-    } else {
-      target[unit] = __float2bfloat16(silu_times(__bfloat162float(gate[unit]), __bfloat162float(up[unit])));
-    }
+    const float g = __bfloat162float(gate[unit]), u = __bfloat162float(gate[inter + unit]);
+    out[t * inter + unit] = __float2bfloat16(silu_times(g, u));
   };
-  for_each_row_unit(units, tokens, body);
+  for_each_row_unit(inter, tokens, body);
+}
+
+constexpr int kSiluThreads = 128;
+constexpr int kSiluUnits = 2;  // 16-byte units per thread
+constexpr int kQuantGroup = 128;  // columns per FP8 scale (kFp8Block in fp8_gemm.h)
+constexpr int kGroupUnits = kQuantGroup / kChunk;  // 16: half a warp
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// quantize_fp8_per_token_group's arithmetic for the 8 values of this lane, one sixteenth of a
+// 128-column group held by the 16 lanes of its half-warp. Every lane of the warp must call it (lanes
+// past the row with zeros). Returns the group's scale; `packed` gets the 8 e4m3 bytes in memory order.
+// (norm.cu has the same step for add_rms_norm_quant_fp8.)
+__device__ __forceinline__ float quantize_half_warp_group(const float (&v)[kChunk], uint2& packed) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kChunk; ++e) amax = fmaxf(amax, fabsf(v[e]));
+#pragma unroll
+  for (int offset = kGroupUnits / 2; offset > 0; offset /= 2)
+    amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
+  float scale = amax / kFp8E4M3Max;
+  if (!(scale > 0.0f)) scale = 1.0f;  // a zero group (or an underflow): any scale gives zeros
+  uint32_t words[2];
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
+        make_float2(v[4 * w] / scale, v[4 * w + 1] / scale), __NV_SATFINITE, __NV_E4M3);
+    const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
+        make_float2(v[4 * w + 2] / scale, v[4 * w + 3] / scale), __NV_SATFINITE, __NV_E4M3);
+    words[w] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  }
+  packed = make_uint2(words[0], words[1]);
+  return scale;
+}
+
+// 16-byte units, kSiluUnits per thread (see the top). kQuant: q and scales as well (and out only when
+// not null); rows in [rows, padded_rows) are the quantized padding (zeros, scale 1). Without kQuant
+// padded_rows == rows.
+template <bool kQuant>
+__global__ void __launch_bounds__(kSiluThreads)
+    silu_mul_vector_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, __nv_fp8_e4m3* __restrict__ q,
+                           float* __restrict__ scales, int64_t rows, int64_t padded_rows, int64_t inter) {
+  allow_dependent_launch();  // the down projection after it (gemv.h) starts streaming its weights
+  const int64_t units = inter / kChunk;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * (kSiluThreads * kSiluUnits) + threadIdx.x;
+  for (int64_t row = blockIdx.y; row < padded_rows; row += gridDim.y) {
+    const bool real = row < rows;  // the same for the whole block
+    const Bf16x8* gate = reinterpret_cast<const Bf16x8*>(x + row * 2 * inter);
+    const Bf16x8* up = gate + units;
+    Bf16x8 raw_gate[kSiluUnits], raw_up[kSiluUnits];
+#pragma unroll
+    for (int j = 0; j < kSiluUnits; ++j) {
+      const int64_t unit = first + j * kSiluThreads;
+      if (real && unit < units) {
+        raw_gate[j] = gate[unit];
+        raw_up[j] = up[unit];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kSiluUnits; ++j) {
+      const int64_t unit = first + j * kSiluThreads;
+      const bool valid = real && unit < units;
+      float h[kChunk];
+      if (valid) {
+        float u[kChunk];
+        unpack_bf16x8(raw_gate[j], h);
+        unpack_bf16x8(raw_up[j], u);
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) h[i] = silu_times(h[i], u[i]);
+      }
+      if constexpr (!kQuant) {
+        if (valid) reinterpret_cast<Bf16x8*>(out + row * inter)[unit] = pack_bf16x8(h);
+      } else {
+        if (valid) {
+          const Bf16x8 rounded = pack_bf16x8(h);  // h as silu_mul stores it
+          if (out != nullptr) reinterpret_cast<Bf16x8*>(out + row * inter)[unit] = rounded;
+          unpack_bf16x8(rounded, h);  // quantize the bf16 values, as quantize_fp8_per_token_group would
+        } else {
+#pragma unroll
+          for (int i = 0; i < kChunk; ++i) h[i] = 0.0f;  // padding rows: zeros, scale 1
+        }
+        uint2 packed;
+        const float scale = quantize_half_warp_group(h, packed);
+        if (unit < units) {
+          *reinterpret_cast<uint2*>(q + row * inter + unit * kChunk) = packed;
+          if (unit % kGroupUnits == 0) scales[unit / kGroupUnits * padded_rows + row] = scale;
+        }
+      }
+    }
+  }
+}
+
+template <bool kQuant>
+void launch_silu_mul_vector(const bf16* x, bf16* out, __nv_fp8_e4m3* q, float* scales, int64_t rows,
+                            int64_t padded_rows, int64_t inter, cudaStream_t stream) {
+  const int64_t units = inter / kChunk;
+  const int64_t blocks_x = (units + kSiluThreads * kSiluUnits - 1) / (kSiluThreads * kSiluUnits);
+  DSINFER_CHECK(blocks_x <= INT32_MAX, "silu_mul: rows of ", inter, " exceed the grid");
+  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(std::min(padded_rows, kMaxFlatBlocks)));
+  silu_mul_vector_kernel<kQuant><<<grid, kSiluThreads, 0, stream>>>(x, out, q, scales, rows, padded_rows, inter);
+  DSINFER_CUDA_CHECK_LAUNCH();
 }
 
 // ---- copy_rows ----
@@ -246,14 +345,25 @@ void silu_mul(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_
   if (tokens == 0 || inter == 0) return;
   // Each row's gate and up halves start at multiples of `inter` elements, so 16-byte units need
   // inter % 8 == 0 on top of aligned base pointers.
-  bool vector = inter % kChunk == 0 && aligned16(x) && aligned16(out);
-  RowGrid launch = row_grid(tokens, vector ? inter / kChunk : inter);
-  if (vector) {
-    silu_mul_kernel<true><<<launch.grid, launch.block, 0, stream>>>(x, out, tokens, inter);
-  } else {
-    silu_mul_kernel<false><<<launch.grid, launch.block, 0, stream>>>(x, out, tokens, inter);
+  if (inter % kChunk == 0 && aligned16(x) && aligned16(out)) {
+    launch_silu_mul_vector<false>(x, out, nullptr, nullptr, tokens, tokens, inter, stream);
+    return;
   }
+  RowGrid launch = row_grid(tokens, inter);
+  silu_mul_scalar_kernel<<<launch.grid, launch.block, 0, stream>>>(x, out, tokens, inter);
   DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+void silu_mul_quant_fp8(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_t padded_tokens,
+                        int64_t inter, __nv_fp8_e4m3* q, float* scales, cudaStream_t stream) {
+  DSINFER_CHECK(tokens >= 0 && padded_tokens >= tokens && inter > 0 && inter % kQuantGroup == 0,
+                "silu_mul_quant_fp8: ", tokens, " tokens padded to ", padded_tokens, ", width ", inter,
+                " (a positive multiple of 128)");
+  DSINFER_CHECK(aligned16(x) && (out == nullptr || aligned16(out)) && reinterpret_cast<uintptr_t>(q) % 8 == 0 &&
+                    reinterpret_cast<uintptr_t>(scales) % 4 == 0,
+                "silu_mul_quant_fp8: x and out need 16-byte alignment, q 8 and scales 4");
+  if (padded_tokens == 0) return;
+  launch_silu_mul_vector<true>(x, out, q, scales, tokens, padded_tokens, inter, stream);
 }
 
 void concat_columns(const void* a, int64_t a_cols, const void* b, int64_t b_cols, void* out, int64_t rows,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -29,6 +30,20 @@ void add_inplace(__nv_bfloat16* x, const __nv_bfloat16* y, int64_t n, cudaStream
 // out[t, i] = bf16(silu(x[t, i]) * x[t, inter + i]), silu(g) = g / (1 + exp(-g)), float math.
 // x [tokens, 2 * inter] bf16 (gate half then up half), out [tokens, inter] bf16, both contiguous.
 void silu_mul(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_t inter, cudaStream_t stream);
+
+// silu_mul fused with the FP8 quantization of its output for the down projection (GemmRunner's
+// activation format, quantize_fp8_per_token_group in fp8_gemm.h), one kernel:
+//   h[t, i] = bf16(silu(x[t, i]) * x[t, inter + i]) exactly as silu_mul; out = h when out is not null;
+//   scales[g * padded_tokens + t] = amax(|h[t, 128g .. 128g + 127]|) / 448   (1 where that is 0)
+//   q[t, i] = e4m3(h[t, i] / scales[i / 128 * padded_tokens + t])   (nearest, saturating)
+// so q and scales are the bits quantize_fp8_per_token_group gives for h. Rows in
+// [tokens, padded_tokens) of q are zeros with scale 1 (cuBLASLt wants the token count a multiple of 4).
+// x [tokens, 2 * inter] bf16 and out [tokens, inter] bf16, contiguous and 16-byte aligned; q
+// [padded_tokens, inter] e4m3 contiguous, 8-byte aligned; scales [inter / 128, padded_tokens] f32.
+// inter a multiple of 128; padded_tokens >= tokens. Bytes: 4 read, 1 + 1/32 written per output
+// element (+ 2 with out).
+void silu_mul_quant_fp8(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_t padded_tokens,
+                        int64_t inter, __nv_fp8_e4m3* q, float* scales, cudaStream_t stream);
 
 // A strided copy of a [rows, cols] window between two row-major matrices:
 //   dst[r, dst_col + c] = src[src_rows ? src_rows[r] : r, src_col + c],  r < rows, c < cols.

@@ -1,20 +1,33 @@
-// RMSNorm kernels, plain and fused with the residual add.
+// RMSNorm kernels, plain, fused with the residual add, and add + norm fused with FP8 quantization.
 //
-//   rms_norm:             out[t] = weight * (x[t] * inv_rms(x[t]))
-//   add_rms_norm_inplace: residual[t] = bf16(residual[t] + x[t]); out[t] = rms_norm(residual[t])
-// x, residual, out [rows, dim] bf16; weight [dim] f32; float32 sum of squares and scaling.
+//   rms_norm:               out[t] = weight * (x[t] * inv_rms(x[t]))
+//   add_rms_norm_inplace:   residual[t] = bf16(residual[t] + x[t]); out[t] = rms_norm(residual[t])
+//   add_rms_norm_quant_fp8: the same, then q[t], scales[., t] = e4m3 per 128 columns of bf16(out[t])
+//                           (quantize_fp8_per_token_group's bits), out optional
+// x, residual, out [rows, dim] bf16; weight [dim] f32; q [padded_rows, dim] e4m3; scales
+// [dim / 128, padded_rows] f32; float32 sum of squares and scaling.
 //
 // Roofline (memory bound, ~4 FLOPs per element): rms_norm reads 2 * rows * dim bytes and writes as
-// many; the fused form reads 4 and writes 4 bytes per element (+ the weight, 4 * dim, cached). At
-// dim 7168 and 4096 rows that is ~117 MB for the fused form, ~35 us at H100's ~3.35 TB/s.
+// many; the fused form reads 4 and writes 4 bytes per element (+ the weight, 4 * dim, cached); with
+// the quantization, reads 4 and writes 2 (residual) + 1 (q) + 1/32 (scales) bytes per element, + 2
+// when out is kept. At dim 7168 and 4096 rows the fused add + norm moves ~117 MB, ~27 us at H200's
+// 4.3 TB/s copy rate.
 //
-// Launch: one block per row, threads = the units per row rounded up to a warp (from 1024 rows on, a
-// quarter of them; 32 to 1024 threads; a unit is 8 elements, one 16-byte access, when alignment
-// allows, else 1 element). Two passes
-// over the row: the first loads each thread's units (up to 4, all loads in flight at once) and sums
-// squares (and, fused, writes the rounded residual), a block reduction gives inv_rms, the second
-// scales the units still held in registers and writes out (wider rows re-read the rest). Each thread
-// touches the same units in both passes, so out may alias the row it reads.
+// Launch, kBlockPerRow: one block per row, threads = the units per row rounded up to a warp (from
+// 1024 rows on, a quarter of them; 32 to 1024 threads; a unit is 8 elements, one 16-byte access,
+// when alignment allows, else 1 element). Two passes over the row: the first loads each thread's
+// units (up to 4, all loads in flight at once) and sums squares (and, fused, writes the rounded
+// residual; the weights of its first unit load with them), a block reduction gives inv_rms, the
+// second scales the units still held in registers and writes out (wider rows re-read the rest).
+// Each thread touches the same units in both passes, so out may alias the row it reads.
+// Launch, kPersistent (from 1024 rows, 16-byte units, dim <= 8192): the same threads per row and the
+// same units per thread, so the same sums and bits; one wave of blocks (SMs x resident blocks) each
+// walks rows blockIdx.x, + gridDim.x, ... and issues the loads of its next row (raw 16-byte words
+// held in registers) before the stores and the reduction of the current one, so that its loads stay
+// in flight through the phases where a block-per-row kernel has none.
+// Quantization: a 128-column group is 16 consecutive units, held by the 16 lanes of one half-warp
+// (a thread's units are threadIdx.x + i * blockDim.x, blockDim.x a multiple of 32): its amax is 4
+// shuffle steps, lane 0 of the half writes the scale, each lane stores its 8 e4m3 bytes.
 #include "backend/cuda/norm.h"
 
 #include <algorithm>
@@ -22,70 +35,168 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/vector.cuh"
+#include "core/dtype.h"
 
 namespace dsinfer::backend::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using fp8 = __nv_fp8_e4m3;
 
 constexpr int kMaxThreads = 1024;
 constexpr int kChunk = 8;  // 8 bf16 = 16 bytes
 constexpr int kUnitsPerThread = 4;
 constexpr int64_t kManyRows = 1024;
+constexpr int kPersistentMaxThreads = 256;  // dim <= 256 threads x 4 units x 8 = 8192
+constexpr int kQuantGroup = 128;            // columns per FP8 scale (kFp8Block in fp8_gemm.h)
+constexpr int kQuantMaxDim = kMaxThreads * kUnitsPerThread * kChunk;  // every unit held in registers
+constexpr unsigned kFullMask = 0xffffffffu;
 
-// Sum over the block; every thread gets the total. blockDim.x must be a multiple of 32. Call once per
-// kernel: the partials array is not reused safely by a second call.
-__device__ __forceinline__ float block_sum(float value) {
-  __shared__ float warp_sums[32];
+// What a norm kernel reads and writes.
+struct NormArgs {
+  const bf16* x = nullptr;  // [rows, dim], rows x_row_stride apart
+  int64_t x_row_stride = 0;
+  bf16* residual = nullptr;  // kAddResidual: [rows, dim] contiguous
+  const float* weight = nullptr;  // [dim]
+  bf16* out = nullptr;  // [rows, dim], rows out_row_stride apart; null allowed with kQuant
+  int64_t out_row_stride = 0;
+  fp8* q = nullptr;         // kQuant: [padded_rows, dim] contiguous
+  float* scales = nullptr;  // kQuant: [dim / 128, padded_rows]
+  int64_t rows = 0;
+  int64_t padded_rows = 0;
+  int dim = 0;
+  float eps = 0.0f;
+};
+
+// Sum over the block; every thread gets the total. blockDim.x must be a multiple of 32. `partials`
+// may be reused by a later call only after another barrier (the persistent kernel alternates two).
+__device__ __forceinline__ float block_sum(float value, float (&partials)[32]) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = value;
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullMask, value, offset);
+  if (threadIdx.x % 32 == 0) partials[threadIdx.x / 32] = value;
   __syncthreads();
   float total = 0.0f;
-  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += warp_sums[w];
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += partials[w];
   return total;
 }
 
-// kAddResidual: residual (contiguous, row stride dim) += x first and the norm reads the result.
-// A thread holds up to kUnitsPerThread units of the row in registers between the two passes: all
-// its loads are issued before the first store (x and residual may not alias, but the compiler must
-// assume they do, so loads interleaved with stores would be serialized), and pass 2 reads them from
-// registers. Rows wider than kUnitsPerThread * blockDim.x units take the loop after it.
-template <bool kVector, bool kAddResidual>
-__global__ void __launch_bounds__(kMaxThreads)
-    rms_norm_kernel(const bf16* x, int64_t x_row_stride, bf16* residual, const float* __restrict__ weight,
-                    bf16* out, int64_t out_row_stride, int dim, float eps) {
+// quantize_fp8_per_token_group's arithmetic for the 8 values of this lane, one sixteenth of a
+// 128-column group held by the 16 lanes of its half-warp. Every lane of the warp must call it (lanes
+// past the row with zeros). Returns the group's scale; `packed` gets the 8 e4m3 bytes in memory order.
+// (elementwise.cu has the same step for silu_mul_quant_fp8.)
+__device__ __forceinline__ float quantize_half_warp_group(const float (&v)[kChunk], uint2& packed) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kChunk; ++e) amax = fmaxf(amax, fabsf(v[e]));
+#pragma unroll
+  for (int offset = 8; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
+  float scale = amax / kFp8E4M3Max;
+  if (!(scale > 0.0f)) scale = 1.0f;  // a zero group (or an underflow): any scale gives zeros
+  uint32_t words[2];
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
+        make_float2(v[4 * w] / scale, v[4 * w + 1] / scale), __NV_SATFINITE, __NV_E4M3);
+    const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
+        make_float2(v[4 * w + 2] / scale, v[4 * w + 3] / scale), __NV_SATFINITE, __NV_E4M3);
+    words[w] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  }
+  packed = make_uint2(words[0], words[1]);
+  return scale;
+}
+
+// Unit u of x's row, plus the residual's when fused (the sum rounded to bf16: what residual stores).
+template <int kWidth, bool kAddResidual>
+__device__ __forceinline__ void load_unit(const NormArgs& a, int64_t row, int u, float (&v)[kWidth]) {
+  load_bf16<kWidth>(a.x + row * a.x_row_stride + u * kWidth, v);
+  if constexpr (kAddResidual) {
+    float r[kWidth];
+    load_bf16<kWidth>(a.residual + row * a.dim + u * kWidth, r);
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) v[e] = __bfloat162float(__float2bfloat16(r[e] + v[e]));
+  }
+}
+
+template <int kWidth>
+__device__ __forceinline__ void add_squares(const float (&v)[kWidth], float& sum_squares) {
+#pragma unroll
+  for (int e = 0; e < kWidth; ++e) sum_squares += v[e] * v[e];
+}
+
+// Unit u's output from the row's values v of that unit and the weight's w (v is overwritten): out
+// (when set) and, with kQuant, q and the group's scale. With kQuant every lane of the warp calls it
+// (valid false past the row); without, only valid units need to.
+template <int kWidth, bool kQuant>
+__device__ __forceinline__ void write_unit(const NormArgs& a, int64_t row, int u, bool valid, float inv_rms,
+                                           const float (&w)[kWidth], float (&v)[kWidth]) {
+  if (valid) {
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) v[e] = w[e] * (v[e] * inv_rms);
+  }
+  if constexpr (!kQuant) {
+    if (valid) store_bf16<kWidth>(a.out + row * a.out_row_stride + u * kWidth, v);
+  } else {
+    static_assert(kWidth == kChunk, "the fused quantization takes 16-byte units");
+    if (valid) {
+      const Bf16x8 rounded = pack_bf16x8(v);  // normed as add_rms_norm_inplace stores it
+      if (a.out != nullptr) *reinterpret_cast<Bf16x8*>(a.out + row * a.out_row_stride + u * kWidth) = rounded;
+      unpack_bf16x8(rounded, v);  // quantize the bf16 values, as quantize_fp8_per_token_group would
+    } else {
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) v[e] = 0.0f;
+    }
+    uint2 packed;
+    const float scale = quantize_half_warp_group(v, packed);
+    if (valid) {
+      *reinterpret_cast<uint2*>(a.q + row * a.dim + u * kWidth) = packed;
+      if (threadIdx.x % (kQuantGroup / kChunk) == 0) a.scales[u / (kQuantGroup / kChunk) * a.padded_rows + row] = scale;
+    }
+  }
+}
+
+// A padding row of the quantized output (rows <= row < padded_rows): zeros with scale 1.
+__device__ __forceinline__ void write_padding_row(const NormArgs& a, int64_t row) {
+  const int units = a.dim / kChunk;
+  for (int u = threadIdx.x; u < units; u += blockDim.x) {
+    *reinterpret_cast<uint2*>(a.q + row * a.dim + u * kChunk) = make_uint2(0u, 0u);
+    if (u % (kQuantGroup / kChunk) == 0) a.scales[u / (kQuantGroup / kChunk) * a.padded_rows + row] = 1.0f;
+  }
+}
+
+// kBlockPerRow. kAddResidual: residual (contiguous, row stride dim) += x first and the norm reads
+// the result. A thread holds up to kUnitsPerThread units of the row in registers between the two
+// passes: all its loads are issued before the first store (x and residual may not alias, but the
+// compiler must assume they do, so loads interleaved with stores would be serialized), and pass 2
+// reads them from registers. Rows wider than kUnitsPerThread * blockDim.x units take the loops after
+// them (never with kQuant: its launcher holds every unit). With kQuant the grid has padded_rows blocks.
+template <bool kVector, bool kAddResidual, bool kQuant>
+__global__ void __launch_bounds__(kMaxThreads) rms_norm_kernel(const NormArgs a) {
+  static_assert(kVector || !kQuant, "the fused quantization takes 16-byte units");
+  __shared__ float partials[32];
   allow_dependent_launch();  // the product after a norm (gemv.h) starts streaming its weights
   constexpr int kWidth = kVector ? kChunk : 1;
   const int64_t row = blockIdx.x;
-  const int units = dim / kWidth;
-  const bf16* x_row = x + row * x_row_stride;
-  bf16* residual_row = kAddResidual ? residual + row * dim : nullptr;
-  bf16* out_row = out + row * out_row_stride;
-
-  float sum_squares = 0.0f;
-  // Unit u of x, plus the residual's when fused (rounded to bf16: the residual it is stored as).
-  auto load_unit = [&](int u, float (&v)[kWidth]) {
-    load_bf16<kWidth>(x_row + u * kWidth, v);
-    if constexpr (kAddResidual) {
-      float r[kWidth];
-      load_bf16<kWidth>(residual_row + u * kWidth, r);
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) v[e] = __bfloat162float(__float2bfloat16(r[e] + v[e]));
+  const int units = a.dim / kWidth;
+  if constexpr (kQuant) {
+    if (row >= a.rows) {  // the whole block
+      write_padding_row(a, row);
+      return;
     }
-  };
-  auto add_squares = [&](const float (&v)[kWidth]) {
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) sum_squares += v[e] * v[e];
-  };
+  }
+  bf16* residual_row = kAddResidual ? a.residual + row * a.dim : nullptr;
 
+  // The weights of this thread's first unit (at decode its only one) load with the row, so that the
+  // second pass does not wait for them after the reduction.
+  float first_weight[kWidth];
+  if (threadIdx.x < units) load_f32<kWidth>(a.weight + threadIdx.x * kWidth, first_weight);
+  float sum_squares = 0.0f;
   float held[kUnitsPerThread][kWidth];
 #pragma unroll
   for (int i = 0; i < kUnitsPerThread; ++i) {
     const int u = threadIdx.x + i * blockDim.x;
     if (u < units) {
-      load_unit(u, held[i]);
-      add_squares(held[i]);
+      load_unit<kWidth, kAddResidual>(a, row, u, held[i]);
+      add_squares(held[i], sum_squares);
     }
   }
   if constexpr (kAddResidual) {
@@ -95,55 +206,145 @@ __global__ void __launch_bounds__(kMaxThreads)
       if (u < units) store_bf16<kWidth>(residual_row + u * kWidth, held[i]);  // exact: bf16 values
     }
   }
-  for (int u = threadIdx.x + kUnitsPerThread * blockDim.x; u < units; u += blockDim.x) {
-    float v[kWidth];
-    load_unit(u, v);
-    if constexpr (kAddResidual) store_bf16<kWidth>(residual_row + u * kWidth, v);
-    add_squares(v);
+  if constexpr (!kQuant) {
+    for (int u = threadIdx.x + kUnitsPerThread * blockDim.x; u < units; u += blockDim.x) {
+      float v[kWidth];
+      load_unit<kWidth, kAddResidual>(a, row, u, v);
+      if constexpr (kAddResidual) store_bf16<kWidth>(residual_row + u * kWidth, v);
+      add_squares(v, sum_squares);
+    }
   }
   // block_sum's barrier also orders pass 1's reads of x before pass 2's writes when out == x.
-  sum_squares = block_sum(sum_squares);
-  const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(dim) + eps);
+  sum_squares = block_sum(sum_squares, partials);
+  const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(a.dim) + a.eps);
 
-  // out's unit u from the row's values v of that unit.
-  auto write_out = [&](int u, float (&v)[kWidth]) {
-    float w[kWidth];
-    load_f32<kWidth>(weight + u * kWidth, w);
+  write_unit<kWidth, kQuant>(a, row, threadIdx.x, threadIdx.x < units, inv_rms, first_weight, held[0]);
 #pragma unroll
-    for (int e = 0; e < kWidth; ++e) v[e] = w[e] * (v[e] * inv_rms);
-    store_bf16<kWidth>(out_row + u * kWidth, v);
-  };
-#pragma unroll
-  for (int i = 0; i < kUnitsPerThread; ++i) {
+  for (int i = 1; i < kUnitsPerThread; ++i) {
     const int u = threadIdx.x + i * blockDim.x;
-    if (u < units) write_out(u, held[i]);
+    float w[kWidth];
+    if (u < units) load_f32<kWidth>(a.weight + u * kWidth, w);
+    write_unit<kWidth, kQuant>(a, row, u, u < units, inv_rms, w, held[i]);
   }
-  const bf16* source = kAddResidual ? residual_row : x_row;
-  for (int u = threadIdx.x + kUnitsPerThread * blockDim.x; u < units; u += blockDim.x) {
-    float v[kWidth];
-    load_bf16<kWidth>(source + u * kWidth, v);
-    write_out(u, v);
+  if constexpr (!kQuant) {
+    const bf16* source = kAddResidual ? residual_row : a.x + row * a.x_row_stride;
+    for (int u = threadIdx.x + kUnitsPerThread * blockDim.x; u < units; u += blockDim.x) {
+      float v[kWidth], w[kWidth];
+      load_bf16<kWidth>(source + u * kWidth, v);
+      load_f32<kWidth>(a.weight + u * kWidth, w);
+      write_unit<kWidth, false>(a, row, u, true, inv_rms, w, v);
+    }
   }
 }
 
-template <bool kAddResidual>
-void launch_rms_norm(const bf16* x, int64_t x_row_stride, bf16* residual, const float* weight, bf16* out,
-                     int64_t out_row_stride, int64_t rows, int64_t dim, float eps, bool vector, cudaStream_t stream) {
-  int64_t units = vector ? dim / kChunk : dim;
-  // Many rows: kUnitsPerThread units per thread, so that blocks are short and many fit an SM, each
-  // thread with its loads in flight together (hidden 7168: 224 threads of 4 units). Few rows (decode):
-  // one unit per thread, the row's latency spread over as many threads as it has units. H200,
-  // kernels_bench, add + RMSNorm at hidden 7168, us, one unit / four: 1 row 6.1 / 8.4, 256 rows
-  // 9.7 / 10.1, 4096 rows 79.6 / 71.9 (69% / 77% of copy), 16384 rows 301.5 / 275.2.
-  int64_t per_thread = rows >= kManyRows ? (units + kUnitsPerThread - 1) / kUnitsPerThread : units;
-  int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, std::max<int64_t>(32, (per_thread + 31) / 32 * 32)));
-  dim3 grid(static_cast<unsigned>(rows));
-  if (vector) {
-    rms_norm_kernel<true, kAddResidual><<<grid, threads, 0, stream>>>(x, x_row_stride, residual, weight, out,
-                                                                      out_row_stride, static_cast<int>(dim), eps);
+// kPersistent: the 16-byte form of rms_norm_kernel<true, kAddResidual, kQuant> with every unit held
+// (units <= kUnitsPerThread * blockDim.x), over rows blockIdx.x + n * gridDim.x, the next row's raw
+// words loaded before the current row is stored and reduced. Same arithmetic in the same order, so
+// the same bits.
+template <bool kAddResidual, bool kQuant>
+__global__ void __launch_bounds__(kPersistentMaxThreads) rms_norm_persistent_kernel(const NormArgs a) {
+  __shared__ float partials[2][32];  // alternated: a row's reduction never overwrites the last one's
+  allow_dependent_launch();
+  const int units = a.dim / kChunk;
+  Bf16x8 next_x[kUnitsPerThread], next_residual[kUnitsPerThread];
+  auto load_raw = [&](int64_t row) {
+#pragma unroll
+    for (int i = 0; i < kUnitsPerThread; ++i) {
+      const int u = threadIdx.x + i * blockDim.x;
+      if (u < units) {
+        next_x[i] = *reinterpret_cast<const Bf16x8*>(a.x + row * a.x_row_stride + u * kChunk);
+        if constexpr (kAddResidual)
+          next_residual[i] = *reinterpret_cast<const Bf16x8*>(a.residual + row * a.dim + u * kChunk);
+      }
+    }
+  };
+  int64_t row = blockIdx.x;
+  if (row < a.rows) load_raw(row);
+  for (int parity = 0; row < a.rows; row += gridDim.x, parity ^= 1) {
+    float sum_squares = 0.0f;
+    float held[kUnitsPerThread][kChunk];
+#pragma unroll
+    for (int i = 0; i < kUnitsPerThread; ++i) {
+      const int u = threadIdx.x + i * blockDim.x;
+      if (u < units) {
+        unpack_bf16x8(next_x[i], held[i]);
+        if constexpr (kAddResidual) {
+          float r[kChunk];
+          unpack_bf16x8(next_residual[i], r);
+#pragma unroll
+          for (int e = 0; e < kChunk; ++e) held[i][e] = __bfloat162float(__float2bfloat16(r[e] + held[i][e]));
+        }
+        add_squares(held[i], sum_squares);
+      }
+    }
+    const int64_t following = row + gridDim.x;
+    if (following < a.rows) load_raw(following);  // in flight through this row's stores and barrier
+    if constexpr (kAddResidual) {
+#pragma unroll
+      for (int i = 0; i < kUnitsPerThread; ++i) {
+        const int u = threadIdx.x + i * blockDim.x;
+        if (u < units) store_bf16<kChunk>(a.residual + row * a.dim + u * kChunk, held[i]);
+      }
+    }
+    sum_squares = block_sum(sum_squares, partials[parity]);
+    const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(a.dim) + a.eps);
+#pragma unroll
+    for (int i = 0; i < kUnitsPerThread; ++i) {
+      const int u = threadIdx.x + i * blockDim.x;
+      float w[kChunk];
+      if (u < units) load_f32<kChunk>(a.weight + u * kChunk, w);  // L1 hits after the first row
+      write_unit<kChunk, kQuant>(a, row, u, u < units, inv_rms, w, held[i]);
+    }
+  }
+  if constexpr (kQuant) {
+    for (int64_t padding = a.rows + blockIdx.x; padding < a.padded_rows; padding += gridDim.x)
+      write_padding_row(a, padding);
+  }
+}
+
+// Threads per row: one unit each below kManyRows rows (decode: a row's latency spread over as many
+// threads as it has units), kUnitsPerThread each from there (blocks short enough that many fit an
+// SM, each thread with its loads in flight together; hidden 7168: 224 threads). H200,
+// kernels_bench, add + RMSNorm at hidden 7168, kBlockPerRow, us, one unit / four: 1 row 6.1 / 8.4,
+// 256 rows 9.7 / 10.1, 4096 rows 79.6 / 71.9 (69% / 77% of copy), 16384 rows 301.5 / 275.2.
+int threads_per_row(int64_t rows, int64_t units) {
+  const int64_t per_thread = rows >= kManyRows ? (units + kUnitsPerThread - 1) / kUnitsPerThread : units;
+  return static_cast<int>(std::min<int64_t>(kMaxThreads, std::max<int64_t>(32, (per_thread + 31) / 32 * 32)));
+}
+
+// Whether the persistent kernel serves this launch (the same partition of the row as kBlockPerRow).
+bool persistent_fits(const NormArgs& a, bool vector, int threads) {
+  return vector && a.rows >= kManyRows && threads <= kPersistentMaxThreads &&
+         a.dim / kChunk <= int64_t{kUnitsPerThread} * threads;
+}
+
+// kAuto is kBlockPerRow: it beat the persistent schedule at every row count kernels_bench measures
+// (norm.h); kPersistent runs only when asked for.
+bool use_persistent(NormSchedule schedule, bool fits) { return fits && schedule == NormSchedule::kPersistent; }
+
+// One wave: SMs x the kernel's resident blocks at `threads`, at most one block per row.
+template <typename Kernel>
+unsigned persistent_blocks(Kernel kernel, int threads, int64_t rows) {
+  int device = 0, sms = 0, per_sm = 0;
+  DSINFER_CUDA_CHECK(cudaGetDevice(&device));
+  DSINFER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  DSINFER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  return static_cast<unsigned>(std::min<int64_t>(rows, int64_t{sms} * std::max(per_sm, 1)));
+}
+
+template <bool kAddResidual, bool kQuant>
+void launch_rms_norm(const NormArgs& a, bool vector, NormSchedule schedule, cudaStream_t stream) {
+  const int threads = threads_per_row(a.rows, vector ? a.dim / kChunk : a.dim);
+  if (use_persistent(schedule, persistent_fits(a, vector, threads))) {
+    auto kernel = rms_norm_persistent_kernel<kAddResidual, kQuant>;
+    kernel<<<persistent_blocks(kernel, threads, a.rows), threads, 0, stream>>>(a);
   } else {
-    rms_norm_kernel<false, kAddResidual><<<grid, threads, 0, stream>>>(x, x_row_stride, residual, weight, out,
-                                                                       out_row_stride, static_cast<int>(dim), eps);
+    const dim3 grid(static_cast<unsigned>(kQuant ? a.padded_rows : a.rows));
+    if (vector) {
+      rms_norm_kernel<true, kAddResidual, kQuant><<<grid, threads, 0, stream>>>(a);
+    } else if constexpr (!kQuant) {
+      rms_norm_kernel<false, kAddResidual, false><<<grid, threads, 0, stream>>>(a);
+    }
   }
   DSINFER_CUDA_CHECK_LAUNCH();
 }
@@ -161,17 +362,66 @@ void rms_norm(const __nv_bfloat16* x, int64_t x_row_stride, const float* weight,
   DSINFER_CHECK(x_row_stride >= dim && out_row_stride >= dim, "rms_norm: row strides (", x_row_stride, ", ",
                 out_row_stride, ") narrower than the row (", dim, ")");
   if (rows == 0) return;
-  bool vector = dim % kChunk == 0 && x_row_stride % kChunk == 0 && out_row_stride % kChunk == 0 && aligned16(x) &&
-                aligned16(out) && aligned16(weight);
-  launch_rms_norm<false>(x, x_row_stride, nullptr, weight, out, out_row_stride, rows, dim, eps, vector, stream);
+  const bool vector = dim % kChunk == 0 && x_row_stride % kChunk == 0 && out_row_stride % kChunk == 0 &&
+                      aligned16(x) && aligned16(out) && aligned16(weight);
+  NormArgs a;
+  a.x = x;
+  a.x_row_stride = x_row_stride;
+  a.weight = weight;
+  a.out = out;
+  a.out_row_stride = out_row_stride;
+  a.rows = rows;
+  a.dim = static_cast<int>(dim);
+  a.eps = eps;
+  // The plain norm's rows are short (q_a 1536, the latent 512) or few (the final norm): one block each.
+  launch_rms_norm<false, false>(a, vector, NormSchedule::kBlockPerRow, stream);
 }
 
 void add_rms_norm_inplace(__nv_bfloat16* residual, const __nv_bfloat16* x, const float* weight,
-                          __nv_bfloat16* out, int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
+                          __nv_bfloat16* out, int64_t rows, int64_t dim, float eps, cudaStream_t stream,
+                          NormSchedule schedule) {
   check_sizes("add_rms_norm_inplace", rows, dim);
   if (rows == 0) return;
-  bool vector = dim % kChunk == 0 && aligned16(residual) && aligned16(x) && aligned16(out) && aligned16(weight);
-  launch_rms_norm<true>(x, dim, residual, weight, out, dim, rows, dim, eps, vector, stream);
+  const bool vector = dim % kChunk == 0 && aligned16(residual) && aligned16(x) && aligned16(out) && aligned16(weight);
+  NormArgs a;
+  a.x = x;
+  a.x_row_stride = dim;
+  a.residual = residual;
+  a.weight = weight;
+  a.out = out;
+  a.out_row_stride = dim;
+  a.rows = rows;
+  a.dim = static_cast<int>(dim);
+  a.eps = eps;
+  launch_rms_norm<true, false>(a, vector, schedule, stream);
+}
+
+void add_rms_norm_quant_fp8(__nv_bfloat16* residual, const __nv_bfloat16* x, const float* weight,
+                            __nv_bfloat16* out, int64_t rows, int64_t padded_rows, int64_t dim, float eps,
+                            __nv_fp8_e4m3* q, float* scales, cudaStream_t stream, NormSchedule schedule) {
+  check_sizes("add_rms_norm_quant_fp8", padded_rows, dim);
+  DSINFER_CHECK(rows >= 0 && rows <= padded_rows, "add_rms_norm_quant_fp8: ", rows, " rows padded to ",
+                padded_rows);
+  DSINFER_CHECK(dim % kQuantGroup == 0 && dim <= kQuantMaxDim, "add_rms_norm_quant_fp8: width ", dim,
+                " must be a multiple of 128 and at most ", kQuantMaxDim);
+  DSINFER_CHECK(aligned16(residual) && aligned16(x) && aligned16(weight) && (out == nullptr || aligned16(out)) &&
+                    reinterpret_cast<uintptr_t>(q) % 8 == 0 && reinterpret_cast<uintptr_t>(scales) % 4 == 0,
+                "add_rms_norm_quant_fp8: residual, x, weight and out need 16-byte alignment, q 8 and scales 4");
+  if (padded_rows == 0) return;
+  NormArgs a;
+  a.x = x;
+  a.x_row_stride = dim;
+  a.residual = residual;
+  a.weight = weight;
+  a.out = out;
+  a.out_row_stride = dim;
+  a.q = q;
+  a.scales = scales;
+  a.rows = rows;
+  a.padded_rows = padded_rows;
+  a.dim = static_cast<int>(dim);
+  a.eps = eps;
+  launch_rms_norm<true, true>(a, true, schedule, stream);
 }
 
 }  // namespace dsinfer::backend::cuda

@@ -1,12 +1,23 @@
-// Rotary embedding in place, and the latent cache's scatter (write_cache) and gather (gather_cache).
+// Rotary embedding in place, MLA's fused latent-cache write (norm + rope + scatter), and the latent
+// cache's plain scatter (write_cache) and gather (gather_cache).
 //
 // rope_inplace: x [T, G, D] bf16 (token rows token_stride apart), dims [begin, begin + rope_dim) of
 //   each group rotated by the f32 cos/sin tables [max_positions, rope_dim / 2] at positions [T].
-//   Roofline: reads and writes T * G * rope_dim * 2 bytes, 6 FLOPs per pair; tiny next to the
-//   projections around it (q: T * 128 heads * 64 dims). Launch: grid (T, ceil(pairs / threads)), one
-//   thread per (group, pair), threads = G * rope_dim / 2 rounded up to a warp, at most 256: a token's
-//   4096 pairs (V3's q) are spread over 16 blocks instead of looping in one (at T = 1 one block took
-//   ~10 us, latency bound).
+//   Roofline: reads and writes T * G * rope_dim * 2 bytes (+ one table row of each, rope_dim * 2
+//   bytes per token, mostly L2 hits), 6 FLOPs per pair: V3's q (G = 128, D = 192, rope 64) is 32 KB
+//   per token. Launch, interleaved pairs in 16-byte units (DeepSeek; begin, rope_dim, D and the
+//   token stride multiples of 8, x and the tables 16-byte aligned): one unit (8 elements, 4 pairs,
+//   with its 4 cos and 4 sin as two 16-byte loads) per thread and step, 2 steps per thread with all
+//   loads issued first, 256-thread blocks over the T * G * rope_dim / 8 units (V3's q: 1024 units a
+//   token, 2 blocks). Otherwise: grid (T, ceil(pairs / threads)), one thread per (group, pair),
+//   threads = G * rope_dim / 2 rounded up to a warp, at most 256.
+// write_latent_cache: cache[slot[t]] = [rms_norm(kv_a[t, :latent]) * w | rope(kv_a[t, latent:])].
+//   Roofline: reads and writes (latent + rope) * 2 bytes per token (V3: 1152 each) + the weight
+//   (cached) and one table row. Launch, 16-byte units (interleaved, latent and rope multiples of 8,
+//   latent <= 1024, rope <= 256, pointers 16-byte aligned): one warp per token, 4 tokens per
+//   128-thread block; lane l holds latent units l + 32 j (V3: 2) and rope unit l (V3: lanes 0..7),
+//   all loaded at once; the sum of squares is a warp reduction (no block barrier). Otherwise one
+//   128-thread block per token, element by element.
 // write_cache: cache[slot_mapping[t]] = [latent[t] | k_rope[t]], rows of 576 bf16 for V3.
 // gather_cache: out[row_start[b] + j] = cache[slot(b, j)] over every sequence's context.
 //   Both move rows * width * 2 bytes each way and compute nothing. Launch: 16-byte units (2-byte ones
@@ -28,6 +39,7 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int kRopeMaxThreads = 256;
+constexpr int kChunk = 8;  // 8 bf16 = 16 bytes
 
 // ---- rope ----
 
@@ -52,6 +64,51 @@ __global__ void __launch_bounds__(kRopeMaxThreads)
   const float c = cos_row[i], s = sin_row[i];
   v[a] = __float2bfloat16(x0 * c - x1 * s);
   v[b] = __float2bfloat16(x1 * c + x0 * s);
+}
+
+// Interleaved pairs in 16-byte units: unit k of a group's rope dims holds elements 8k .. 8k + 7, pairs
+// 4k .. 4k + 3, whose cos and sin are 16 bytes each. Units are numbered token-major over
+// [T, groups, units_per_group]; total < 2^31 (the launcher checks).
+constexpr int kRopeVectorThreads = 256;
+constexpr int kRopeVectorUnits = 2;  // units per thread
+
+__global__ void __launch_bounds__(kRopeVectorThreads)
+    rope_vector_kernel(bf16* x, int64_t token_stride, int group_dim, int begin, unsigned units_per_group,
+                       unsigned units_per_token, unsigned total, const int32_t* __restrict__ positions,
+                       const float* __restrict__ cos_table, const float* __restrict__ sin_table, int half) {
+  allow_dependent_launch();
+  const unsigned first = blockIdx.x * (kRopeVectorThreads * kRopeVectorUnits) + threadIdx.x;
+  Bf16x8* target[kRopeVectorUnits];
+  Bf16x8 raw[kRopeVectorUnits];
+  float4 c[kRopeVectorUnits], s[kRopeVectorUnits];
+#pragma unroll
+  for (int j = 0; j < kRopeVectorUnits; ++j) {
+    const unsigned item = first + j * kRopeVectorThreads;
+    target[j] = nullptr;
+    if (item < total) {
+      const unsigned t = item / units_per_token, within = item - t * units_per_token;
+      const unsigned g = within / units_per_group, k = within - g * units_per_group;
+      target[j] = reinterpret_cast<Bf16x8*>(x + t * token_stride + static_cast<int64_t>(g) * group_dim + begin) + k;
+      raw[j] = *target[j];
+      const int64_t table = static_cast<int64_t>(positions[t]) * half + 4 * k;
+      c[j] = *reinterpret_cast<const float4*>(cos_table + table);
+      s[j] = *reinterpret_cast<const float4*>(sin_table + table);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kRopeVectorUnits; ++j) {
+    if (target[j] == nullptr) continue;
+    float v[kChunk];
+    unpack_bf16x8(raw[j], v);
+    const float cs[4] = {c[j].x, c[j].y, c[j].z, c[j].w}, sn[4] = {s[j].x, s[j].y, s[j].z, s[j].w};
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {  // rope_kernel's arithmetic
+      const float x0 = v[2 * m], x1 = v[2 * m + 1];
+      v[2 * m] = x0 * cs[m] - x1 * sn[m];
+      v[2 * m + 1] = x1 * cs[m] + x0 * sn[m];
+    }
+    *target[j] = pack_bf16x8(v);
+  }
 }
 
 // ---- the fused latent write ----
@@ -97,6 +154,86 @@ __global__ void __launch_bounds__(kLatentThreads)
     const float c = cos_table[table_row + i], s = sin_table[table_row + i];
     out[a] = __float2bfloat16(x0 * c - x1 * s);
     out[b] = __float2bfloat16(x1 * c + x0 * s);
+  }
+}
+
+// One warp per token, 16-byte units (see the top); kLatentUnits latent units per lane (latent <=
+// 256 kLatentUnits), rope units on lanes 0 .. rope / 8 - 1, interleaved pairs. write_latent_cache_kernel's
+// arithmetic; the sum of squares in another order (a warp's lanes, then a tree).
+constexpr int kLatentWarps = 4;  // tokens per block
+
+template <int kLatentUnits>
+__global__ void __launch_bounds__(kLatentWarps * 32)
+    write_latent_cache_warp_kernel(const bf16* __restrict__ kv_a, int64_t tokens, int latent, int rope,
+                                   const float* __restrict__ weight, float eps, const int32_t* __restrict__ positions,
+                                   const float* __restrict__ cos_table, const float* __restrict__ sin_table,
+                                   const int64_t* __restrict__ slot_mapping, bf16* __restrict__ cache) {
+  allow_dependent_launch();
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kLatentWarps + threadIdx.x / 32;
+  if (t >= tokens) return;  // the whole warp
+  const int64_t slot = slot_mapping[t];
+  if (slot < 0) return;  // the whole warp: a skipped (padding) row
+  const int width = latent + rope, latent_units = latent / kChunk, rope_units = rope / kChunk;
+  const Bf16x8* row = reinterpret_cast<const Bf16x8*>(kv_a + t * width);
+  Bf16x8* out = reinterpret_cast<Bf16x8*>(cache + slot * width);
+
+  // Every load at once: the row's units, the norm weights (no round trip after the reduction), the
+  // rope unit with its cos and sin.
+  Bf16x8 raw[kLatentUnits], raw_rope;
+  float w[kLatentUnits][kChunk];
+  float4 c = make_float4(0.0f, 0.0f, 0.0f, 0.0f), s = c;
+#pragma unroll
+  for (int j = 0; j < kLatentUnits; ++j) {
+    const int u = lane + 32 * j;
+    if (u < latent_units) {
+      raw[j] = row[u];
+      load_f32x8(weight + u * kChunk, w[j]);
+    }
+  }
+  const bool has_rope = lane < rope_units;
+  if (has_rope) {
+    raw_rope = row[latent_units + lane];
+    const int64_t table = static_cast<int64_t>(positions[t]) * (rope / 2) + 4 * lane;
+    c = *reinterpret_cast<const float4*>(cos_table + table);
+    s = *reinterpret_cast<const float4*>(sin_table + table);
+  }
+
+  // rms_norm's arithmetic: the f32 sum of squares over the latent, then w * (x * inv_rms) rounded.
+  float held[kLatentUnits][kChunk];
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kLatentUnits; ++j) {
+    if (lane + 32 * j < latent_units) {
+      unpack_bf16x8(raw[j], held[j]);
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) sum_squares += held[j][e] * held[j][e];
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) sum_squares += __shfl_xor_sync(0xffffffffu, sum_squares, offset);
+  const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(latent) + eps);
+#pragma unroll
+  for (int j = 0; j < kLatentUnits; ++j) {
+    const int u = lane + 32 * j;
+    if (u < latent_units) {
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) held[j][e] = w[j][e] * (held[j][e] * inv_rms);
+      out[u] = pack_bf16x8(held[j]);
+    }
+  }
+  // rope_kernel's arithmetic on the rope part: this lane's 4 interleaved pairs.
+  if (has_rope) {
+    float v[kChunk];
+    unpack_bf16x8(raw_rope, v);
+    const float cs[4] = {c.x, c.y, c.z, c.w}, sn[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const float x0 = v[2 * m], x1 = v[2 * m + 1];
+      v[2 * m] = x0 * cs[m] - x1 * sn[m];
+      v[2 * m + 1] = x1 * cs[m] + x0 * sn[m];
+    }
+    out[latent_units + lane] = pack_bf16x8(v);
   }
 }
 
@@ -178,6 +315,19 @@ void rope_inplace(__nv_bfloat16* x, int64_t tokens, int64_t groups, int64_t grou
   const int64_t pairs = groups * (rope_dim / 2);
   DSINFER_CHECK(pairs <= INT32_MAX && group_dim <= INT32_MAX, "rope: ", pairs, " pairs per token is too many");
   if (tokens == 0 || pairs == 0) return;
+  const int64_t units_per_group = rope_dim / kChunk, units_per_token = groups * units_per_group;
+  if (interleaved && rope_dim % kChunk == 0 && begin % kChunk == 0 && group_dim % kChunk == 0 &&
+      token_stride % kChunk == 0 && aligned16(x) && aligned16(cos_table) && aligned16(sin_table) &&
+      tokens * units_per_token <= INT32_MAX) {
+    const int64_t total = tokens * units_per_token;
+    const int64_t per_block = kRopeVectorThreads * kRopeVectorUnits;
+    rope_vector_kernel<<<static_cast<unsigned>((total + per_block - 1) / per_block), kRopeVectorThreads, 0, stream>>>(
+        x, token_stride, static_cast<int>(group_dim), static_cast<int>(begin), static_cast<unsigned>(units_per_group),
+        static_cast<unsigned>(units_per_token), static_cast<unsigned>(total), positions, cos_table, sin_table,
+        static_cast<int>(rope_dim / 2));
+    DSINFER_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int threads = static_cast<int>(std::min<int64_t>(kRopeMaxThreads, (pairs + 31) / 32 * 32));
   const int64_t chunks = (pairs + threads - 1) / threads;
   DSINFER_CHECK(chunks <= 65535, "rope: ", pairs, " pairs per token is too many");
@@ -215,6 +365,25 @@ void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t laten
                     latent + rope <= INT32_MAX,
                 "write_latent_cache: ", tokens, " rows of latent ", latent, " and rope ", rope);
   if (tokens == 0) return;
+  const int64_t latent_units = latent / kChunk;
+  if (interleaved && latent % kChunk == 0 && rope % kChunk == 0 && latent_units <= 4 * 32 && rope / kChunk <= 32 &&
+      aligned16(kv_a) && aligned16(cache) && aligned16(norm_weight) && aligned16(cos_table) && aligned16(sin_table)) {
+    const auto blocks = static_cast<unsigned>((tokens + kLatentWarps - 1) / kLatentWarps);
+    const auto launch = [&](auto kernel) {
+      kernel<<<blocks, kLatentWarps * 32, 0, stream>>>(kv_a, tokens, static_cast<int>(latent), static_cast<int>(rope),
+                                                       norm_weight, eps, positions, cos_table, sin_table, slot_mapping,
+                                                       cache);
+    };
+    if (latent_units <= 32) {
+      launch(write_latent_cache_warp_kernel<1>);
+    } else if (latent_units <= 64) {
+      launch(write_latent_cache_warp_kernel<2>);
+    } else {
+      launch(write_latent_cache_warp_kernel<4>);
+    }
+    DSINFER_CUDA_CHECK_LAUNCH();
+    return;
+  }
   write_latent_cache_kernel<<<static_cast<unsigned>(tokens), kLatentThreads, 0, stream>>>(
       kv_a, static_cast<int>(latent), static_cast<int>(rope), norm_weight, eps, positions, cos_table, sin_table,
       interleaved, slot_mapping, cache);

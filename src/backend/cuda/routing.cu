@@ -1,28 +1,43 @@
-// The MoE router: per token, scores -> biased choice -> group mask -> top-k -> weights.
+// The MoE router: per token, scores -> biased choice -> group mask -> top-k -> weights, one kernel
+// from the router GEMM's logits to the experts' ids and weights (no intermediate in global memory).
 //
 // logits [T, E] f32, bias [E] f32 or null -> expert_ids [T, k] int32, weights [T, k] f32. V3: E = 256,
 // 8 groups, 4 kept, k = 8.
-// Roofline: reads 4E bytes and writes 8k bytes per token; compute is the O(E^2) rank count below
-// (E^2 / threads compares per thread: 256 for V3), a few microseconds per block, and blocks run
-// concurrently, so the op is a small fraction of the router GEMM before it.
+// Roofline: reads 4E bytes and writes 8k bytes per token (V3: 1 KB + 64 B); a few hundred
+// instructions per token, so the op is latency bound at decode (one launch, one DRAM round trip) and
+// far below the router GEMM before it at prefill.
 //
-// Launch: one block per token, threads = E rounded up to a warp (at most 512, looping beyond);
-// dynamic shared memory holds scores [E], choice [E], group scores and kept flags [n_group] and the
-// chosen experts [k].
+// Two kernels, one chosen by shape (the same function, the same picks; see Exactness):
+//   route_warp_kernel (E <= 256, k <= 32: every DeepSeek model): one warp per token, 4 tokens per
+//     128-thread block. Lane l holds experts l, l + 32, ... (ceil(E / 32) <= 8 in registers; the
+//     loads are coalesced). The group scores come from the choices staged in the warp's slice of
+//     shared memory (padded one float every 32, so the lanes scanning different groups hit different
+//     banks): lane g scans group g in index order with the CPU's update rules. Top-k is k rounds of a
+//     warp arg-max (two redux.sync: the largest value as an order-preserving key, then the lowest
+//     index holding it), the winner's lane marking it taken; lane r
+//     keeps round r's expert and score and writes output slot r. No block barrier anywhere.
+//     Dynamic shared memory: 4 warps x (E + E / 32 + 2 n_group) x 4 bytes (V3: 4.4 KB).
+//   route_block_kernel (the rest, E up to 2048): one block per token, threads = E rounded up to a
+//     warp (at most 512, looping beyond); top-k by counting each element's rank (E^2 / threads
+//     compares per thread). Dynamic shared memory holds scores [E], choice [E], group scores and kept
+//     flags [n_group] and the chosen experts [k].
 //
 // Exactness. Selection must reproduce the CPU's picks, so every comparison follows moe.cc:
 //   - group scores are computed by one thread per group, scanning its experts in order with the
 //     CPU's own update rules (sum of the two largest for noaux_tc, the largest for group-limited);
-//   - "a before b" is (value_a > value_b) or (value_a == value_b and a < b), for groups and experts;
-//     an element's rank is the number of elements before it. Without NaNs this order is total, so
-//     the ranks are a permutation and ranks 0..k-1 are exactly the CPU's sorted top-k list;
+//   - "a before b" is (value_a > value_b) or (value_a == value_b and a < b), for groups and experts.
+//     Without NaNs this order is total, so the block kernel's ranks are a permutation and ranks
+//     0..k-1 are exactly the CPU's sorted top-k list, and the warp kernel's k arg-maxes are that list
+//     in the same order;
 //   - NaN choices (no order on the CPU either) rank as -inf, so every output slot is still written;
-//   - the weight sum runs in one thread in output order, as the CPU's loop does.
+//   - the weight sum runs in the CPU's order (output slot order, float).
 // Scores themselves come from CUDA's expf (within 2 ulp of the CPU's), so a near-tie between two
-// experts can resolve differently; exact ties (equal logits) resolve the same way.
+// experts can resolve differently; exact ties (equal logits) resolve the same way. The softmax total
+// is summed in double, as on the CPU, in a different order (the last bits of a weight may differ).
 #include "backend/cuda/routing.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
@@ -87,7 +102,7 @@ __device__ float max_of(const float* values, int n) {
 }
 
 __global__ void __launch_bounds__(kMaxThreads)
-    route_kernel(const float* __restrict__ logits, const float* __restrict__ bias, int num_experts,
+    route_block_kernel(const float* __restrict__ logits, const float* __restrict__ bias, int num_experts,
                  RouterParams params, int32_t* __restrict__ expert_ids, float* __restrict__ weights) {
   const int E = num_experts, k = params.top_k, n_group = params.n_group;
   extern __shared__ float shared[];
@@ -166,6 +181,187 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+
+// ---- one warp per token (E <= 32 * kPerLane, k <= 32) ----
+
+constexpr int kWarpTokens = 4;  // warps (tokens) per block
+constexpr int kWarpMaxExperts = 256;
+constexpr int kWarpMaxTopK = 32;  // lane r keeps output slot r
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// Floats of one warp's shared-memory slice: choices [E + E / 32] (padded), group scores and kept
+// flags [n_group] each.
+__host__ __device__ constexpr int warp_slice_floats(int experts, int n_group) {
+  return experts + (experts + 31) / 32 + 2 * n_group;
+}
+
+// The choice of expert e in the padded staging array: one float of padding every 32, so the lanes
+// scanning groups of 32 experts (V3) read from different banks.
+__device__ __forceinline__ int padded(int e) { return e + (e >> 5); }
+
+// A float's rank as an unsigned key: key(a) > key(b) exactly when a > b (no NaNs: choices have none),
+// and -0 and +0 share a key (equal floats, ordered by index like any tie).
+__device__ __forceinline__ unsigned order_key(float value) {
+  const unsigned bits = __float_as_uint(value == 0.0f ? 0.0f : value);
+  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+}
+
+// The arg-max of the warp in the "before" order, given each lane's own first element in that order
+// (`has` false: none left). Every lane gets the expert: the largest key (one redux.sync), then the
+// lowest index among the lanes holding it (another).
+__device__ __forceinline__ int warp_first(bool has, float value, int index) {
+  const unsigned key = has ? order_key(value) : 0u;  // 0: below every float's key
+  const unsigned top = __reduce_max_sync(kFullMask, key);
+  return __reduce_min_sync(kFullMask, has && key == top ? index : INT_MAX);
+}
+
+template <int kPerLane>
+__global__ void __launch_bounds__(kWarpTokens * 32)
+    route_warp_kernel(const float* __restrict__ logits, const float* __restrict__ bias, int64_t tokens,
+                      int num_experts, RouterParams params, int32_t* __restrict__ expert_ids,
+                      float* __restrict__ weights) {
+  extern __shared__ float shared[];
+  const int E = num_experts, k = params.top_k, n_group = params.n_group;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarpTokens + warp;
+  if (t >= tokens) return;  // the whole warp: nothing below synchronizes more than one warp
+  const float* row = logits + t * E;
+
+  // Lane `lane` holds experts lane + 32 j; slots past E are born taken.
+  float score[kPerLane], choice[kPerLane];
+  unsigned taken = 0;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    score[j] = e < E ? row[e] : 0.0f;
+    if (e >= E) taken |= 1u << j;
+  }
+  if (params.scoring == Scoring::kSigmoid) {
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) score[j] = 1.0f / (1.0f + expf(-score[j]));
+  } else {
+    float max_logit = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+      if (!(taken >> j & 1u)) max_logit = fmaxf(max_logit, score[j]);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      max_logit = fmaxf(max_logit, __shfl_xor_sync(kFullMask, max_logit, offset));
+    double total = 0.0;  // the CPU sums the float exponentials in double
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      score[j] = expf(score[j] - max_logit);
+      if (!(taken >> j & 1u)) total += score[j];
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(kFullMask, total, offset);
+    // One correctly rounded reciprocal instead of kPerLane divisions (a double division is a
+    // subroutine call whose saved registers spill); float(s * (1 / total)) can differ from the CPU's
+    // float(s / total) only where the double product lands on a float rounding boundary.
+    const double inverse_total = __drcp_rn(total);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) score[j] = static_cast<float>(score[j] * inverse_total);
+  }
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    const float c = bias != nullptr && e < E ? score[j] + bias[e] : score[j];
+    choice[j] = isnan(c) ? -INFINITY : c;
+  }
+
+  // Group mask: keep the best topk_group groups, fill the others.
+  if (params.selection != ExpertSelection::kGreedy) {
+    float* staged = shared + warp * warp_slice_floats(E, n_group);  // [padded(E)]
+    float* group_scores = staged + padded(E - 1) + 1;                // [n_group]
+    float* group_kept = group_scores + n_group;                      // [n_group] 0 or 1
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = lane + 32 * j;
+      if (e < E) staged[padded(e)] = choice[j];
+    }
+    __syncwarp();
+    const bool noaux = params.selection == ExpertSelection::kNoauxTc;
+    const int per_group = E / n_group;
+    for (int g = lane; g < n_group; g += 32) {
+      float first = -INFINITY, second = -INFINITY;  // moe.cc's sum_of_top_two / max_of, in index order
+      for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+        const float v = staged[padded(e)];
+        if (v > first) {
+          second = first;
+          first = v;
+        } else if (v > second) {
+          second = v;
+        }
+      }
+      const float group_score = noaux ? first + second : first;
+      group_scores[g] = isnan(group_score) ? -INFINITY : group_score;  // inf + -inf: rank it last
+    }
+    __syncwarp();
+    for (int g = lane; g < n_group; g += 32) {
+      int rank = 0;
+      for (int h = 0; h < n_group; ++h) rank += before(group_scores[h], h, group_scores[g], g);
+      group_kept[g] = rank < params.topk_group ? 1.0f : 0.0f;
+    }
+    __syncwarp();
+    const float fill = noaux ? -INFINITY : 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = lane + 32 * j;
+      if (e < E && group_kept[e / per_group] == 0.0f) choice[j] = fill;
+    }
+  }
+
+  // Top-k: k rounds of the warp's arg-max over the experts not yet taken; lane r keeps round r's.
+  int my_expert = 0;
+  float my_score = 0.0f;
+  for (int r = 0; r < k; ++r) {
+    float best_value = -INFINITY;
+    int best = INT_MAX;  // loses to every expert, -inf ones included
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = lane + 32 * j;
+      if (!(taken >> j & 1u) && before(choice[j], e, best_value, best)) {
+        best_value = choice[j];
+        best = e;
+      }
+    }
+    best = warp_first(best != INT_MAX, best_value, best);  // k <= E: a real expert
+    const int owner = best & 31, slot = best >> 5;
+    float owned = 0.0f;  // the owner's unbiased score of `best` (a select chain: no local memory)
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+      if (j == slot) owned = score[j];
+    const float best_score = __shfl_sync(kFullMask, owned, owner);
+    if (lane == owner) taken |= 1u << slot;
+    if (lane == r) {
+      my_expert = best;
+      my_score = best_score;
+    }
+  }
+
+  // Weights: the sum in output order (every lane computes the same float).
+  float total = 0.0f;
+  for (int i = 0; i < k; ++i) total += __shfl_sync(kFullMask, my_score, i);
+  const float norm = params.normalize ? 1.0f / (total + 1e-20f) : 1.0f;
+  if (lane < k) {
+    expert_ids[t * k + lane] = my_expert;
+    weights[t * k + lane] = my_score * norm * params.scaling_factor;
+  }
+}
+
+template <int kPerLane>
+void launch_route_warp(const float* logits, const float* bias, int32_t* expert_ids, float* weights, int64_t tokens,
+                       int num_experts, const RouterParams& params, cudaStream_t stream) {
+  const int64_t blocks = (tokens + kWarpTokens - 1) / kWarpTokens;
+  const size_t shared_bytes =
+      params.selection == ExpertSelection::kGreedy
+          ? 0
+          : size_t{kWarpTokens} * static_cast<size_t>(warp_slice_floats(num_experts, params.n_group)) * sizeof(float);
+  route_warp_kernel<kPerLane><<<static_cast<unsigned>(blocks), kWarpTokens * 32, shared_bytes, stream>>>(
+      logits, bias, tokens, num_experts, params, expert_ids, weights);
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void route(const float* logits, const float* bias, int32_t* expert_ids, float* weights, int64_t tokens,
@@ -178,10 +374,22 @@ void route(const float* logits, const float* bias, int32_t* expert_ids, float* w
                 E, " experts");
   DSINFER_CHECK(tokens >= 0 && tokens <= INT32_MAX, "route: ", tokens, " tokens is too many");
   if (tokens == 0) return;
+  if (E <= kWarpMaxExperts && k <= kWarpMaxTopK) {
+    if (E <= 32) {
+      launch_route_warp<1>(logits, bias, expert_ids, weights, tokens, E, params, stream);
+    } else if (E <= 64) {
+      launch_route_warp<2>(logits, bias, expert_ids, weights, tokens, E, params, stream);
+    } else if (E <= 128) {
+      launch_route_warp<4>(logits, bias, expert_ids, weights, tokens, E, params, stream);
+    } else {
+      launch_route_warp<8>(logits, bias, expert_ids, weights, tokens, E, params, stream);
+    }
+    return;
+  }
   const int threads = std::min(kMaxThreads, (E + 31) / 32 * 32);
   const size_t shared_bytes = (2 * static_cast<size_t>(E) + 2 * static_cast<size_t>(params.n_group) + k) * 4;
-  route_kernel<<<static_cast<unsigned>(tokens), threads, shared_bytes, stream>>>(logits, bias, E, params, expert_ids,
-                                                                               weights);
+  route_block_kernel<<<static_cast<unsigned>(tokens), threads, shared_bytes, stream>>>(logits, bias, E, params,
+                                                                                     expert_ids, weights);
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 
