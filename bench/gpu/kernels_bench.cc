@@ -222,6 +222,13 @@ int run(int argc, char** argv) {
   Json figures = Json::object(), anchors = Json::object();
   {
     Timer timer(stream, runs);
+    // What the method itself costs: the events around a 4-byte memset right after the flush. Small
+    // kernels' times include it; ANCHORS.md's H200 kernel times (CUPTI) do not.
+    Buffer tiny(256);
+    const double floor_us =
+        timer.median_us([&] { DSINFER_CUDA_CHECK(cudaMemsetAsync(tiny.get(), 0, 4, stream)); });
+    figures["timing_floor_us"] = floor_us;
+    std::printf("timing floor (CUDA events around a 4-byte memset after the L2 flush): %.1f us\n", floor_us);
     mla_cases(timer, stream, prop.multiProcessorCount, h200, figures, anchors);
     gemm_cases(timer, stream, h200, ceilings, figures, anchors);
     small_op_cases(timer, stream, ceilings, figures);
