@@ -74,5 +74,9 @@ for name in ("serve_gpu", "serve_gpu_no-overlap"):
         result["config"]["overlap_schedule"] = False
     json.dump(result, open(serve, "w"), indent=2)
 PY
-if [[ -n "${OUT:-}" ]]; then cp "$results"/*_"$gpu".json "$OUT"/; fi
+# Only this script's own results (kernels_bench writes its own file, which a stale copy must not replace).
+if [[ -n "${OUT:-}" ]]; then
+  cp "$results"/{model_step_deepseek-v3,model_step_v3-3-layers}_"$gpu".json "$results"/generate_gpu_dsv3-tiny_"$gpu".json \
+    "$results"/serve_gpu{,_no-overlap}_dsv3-tiny_"$gpu".json "$OUT"/
+fi
 echo "run_gpu: results in $results"
