@@ -80,7 +80,7 @@ Case ragged_case(std::string name, const std::vector<int>& contexts, int heads =
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  const std::pair<int, int> shapes[] = {{1, 2048}, {1, 16384}, {8, 4096}, {64, 2048}, {128, 2048}, {256, 2048}, {256, 4096}};
+  const std::pair<int, int> shapes[] = {{1, 2048}, {1, 16384}, {8, 4096}, {64, 2048}, {64, 4096}, {128, 2048}, {256, 2048}, {256, 4096}};
   for (auto [tokens, context] : shapes) cases.push_back(uniform_case(tokens, context));
   Case few_heads = uniform_case(128, 4096);  // 16 heads (TP 8 of 128): the rows of a 64-head MMA padded
   few_heads.heads = 16;

@@ -34,7 +34,8 @@
 //   Q        [9 tiles][64 heads][64 dims]    73,728 B, loaded once
 //   K0, K1   [9 tiles][64 keys][64 dims]     2 x 73,728 B: the even and the odd page
 //   P0 / P1  bf16 [64 heads][64 keys] in the rope tile (tile 8) of K0 / K1, once S has read it
-//   stats    row max, scale0, scale1, final row sums; mbarriers (Q, and one per tile of K0 and K1).
+//   stats    row max, scale0, scale1, final row sums; mbarriers, one per tile of Q, K0 and K1 (Q and
+//            page 0 are requested tile by tile, interleaved, so that the first S starts on the first pair).
 // Pipeline: each 64-dim tile of a page has its own mbarrier, so S starts on a page's first tile while
 // the rest lands, and a tile is refilled as soon as its last reader is done: K0 tiles 0-3 (V0L) by
 // WG 0 after OL += P0 V0L, K0 tiles 4-8 (V0R and P0) by WG 1 after OR += P0 V0R, K1 tiles 0-3 and 8
@@ -86,8 +87,9 @@ constexpr int kStatsOffset = kKOffset + 2 * kPageBytes;
 constexpr int kMaxRow = 0, kScale0Row = 1, kScale1Row = 2, kSumRow = 3;  // kSumRow + wg
 constexpr int kStatsBytes = 5 * kHeads * 4;
 constexpr int kBarrierOffset = kStatsOffset + kStatsBytes;
-constexpr int kQBarrier = 0, kKBarrier = 1;  // K barriers: kKBarrier + b * kTiles + tile
-constexpr int kNumBarriers = 1 + 2 * kTiles;
+// One barrier a tile of Q (kQBarrier + tile) and of K0, K1 (kKBarrier + b * kTiles + tile).
+constexpr int kQBarrier = 0, kKBarrier = kTiles;
+constexpr int kNumBarriers = 3 * kTiles;
 constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;  // + alignment slack
 static_assert(kSmemBytes <= 227 * 1024, "must fit Hopper's 227 KB of shared memory a block");
 
@@ -209,6 +211,7 @@ struct Smem {
   __device__ uint32_t tile(uint32_t buffer, int t) const { return buffer + t * kTileBytes; }
   __device__ uint32_t barrier(int index) const { return base + kBarrierOffset + 8u * index; }
   __device__ uint32_t k_barrier(int b, int t) const { return barrier(kKBarrier + b * kTiles + t); }
+  __device__ uint32_t q_barrier(int t) const { return barrier(kQBarrier + t); }
   __device__ float* stats(int row) const { return reinterpret_cast<float*>(data + kStatsOffset) + row * kHeads; }
   __device__ unsigned char* at(uint32_t address) const { return data + (address - base); }
 };
@@ -225,11 +228,13 @@ __device__ __forceinline__ void load_tiles(const Smem& sm, const CUtensorMap* ca
 
 // S (+)= Q K_b^T over tiles [first, last) of buffer b, each after its barrier's phase `parity` has
 // completed. Issues the wgmmas; the caller commits and waits. `zero`: the first MMA starts S from 0.
-template <int kFirst, int kLast>
+// kWaitQ (the first page only): also wait for each tile of Q, which lands beside page 0's.
+template <int kFirst, int kLast, bool kWaitQ = false>
 __device__ __forceinline__ void issue_scores(const Smem& sm, int b, uint32_t parity, float (&s)[32], bool zero) {
   const uint32_t k = sm.k_buffer(b);
 #pragma unroll
   for (int t = kFirst; t < kLast; ++t) {
+    if (kWaitQ) mbarrier_wait(sm.q_barrier(t), 0);
     mbarrier_wait(sm.k_barrier(b, t), parity);
     __syncwarp();  // the lanes leave the spin loop at different times; wgmma needs the warp converged
     wgmma_fence();  // after the wait's branches, or ptxas injects its own and serialises (C7519/C7520)
@@ -381,13 +386,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (threadIdx.x < kHeads) running_max[threadIdx.x] = -INFINITY;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    mbarrier_arrive_expect_tx(sm.barrier(kQBarrier), kPageBytes);
+  if (threadIdx.x == 0) {  // Q and page 0 tile by tile, so that S of page 0 starts on the first pair
     const int q_row = t * p.heads + head0;
-    for (int tile = 0; tile < kTiles; ++tile)
-      tma_load_2d(sm.tile(base + kQOffset, tile), &q_map, tile * kSwizzleDims, q_row, sm.barrier(kQBarrier));
-    load_tiles(sm, &cache_map, 0, pages[0], 0, kTiles);
-    if (num_pages > 1) load_tiles(sm, &cache_map, 1, pages[1], 0, kTiles);
+    for (int tile = 0; tile < kTiles; ++tile) {
+      mbarrier_arrive_expect_tx(sm.q_barrier(tile), kTileBytes);
+      tma_load_2d(sm.tile(base + kQOffset, tile), &q_map, tile * kSwizzleDims, q_row, sm.q_barrier(tile));
+      load_tiles(sm, &cache_map, 0, pages[0], tile, tile + 1);
+    }
+    if (num_pages > 1) {  // in the order warpgroup 1 scores it
+      load_tiles(sm, &cache_map, 1, pages[1], kVTilesPerWg, kRopeTile);
+      load_tiles(sm, &cache_map, 1, pages[1], 0, kVTilesPerWg);
+      load_tiles(sm, &cache_map, 1, pages[1], kRopeTile, kTiles);
+    }
   }
 
   float o[4 * kDimsPerWg / 8];  // O[row + 8 h][256 wg + 8 j + 2 c + e] = o[4 j + 2 h + e]
@@ -397,23 +407,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t pa[kKeys / 16][4];  // P of this warpgroup's page in bf16, the A operand of its P V
   float sum[2] = {0.f, 0.f};   // this thread's keys of both pages, relative to the running max
 
-  mbarrier_wait(sm.barrier(kQBarrier), 0);
-  __syncwarp();
   // Prologue: S of pages 0 (WG 0) and 1 (WG 1). Each branch issues, commits and waits on its own:
   // one group shared by both paths makes ptxas serialise the wgmmas (C7520).
   if (wg == 0) {
     fence_registers(s);
     wgmma_fence();
-    issue_scores<0, kTiles>(sm, 0, 0, s, true);
+    issue_scores<0, kTiles, true>(sm, 0, 0, s, true);
     wgmma_commit();
     wgmma_wait<0>();
     fence_registers(s);
   } else if (num_pages > 1) {
     fence_registers(s);
     wgmma_fence();
-    issue_scores<kVTilesPerWg, kRopeTile>(sm, 1, 0, s, true);
-    issue_scores<0, kVTilesPerWg>(sm, 1, 0, s, false);
-    issue_scores<kRopeTile, kTiles>(sm, 1, 0, s, false);
+    issue_scores<kVTilesPerWg, kRopeTile, true>(sm, 1, 0, s, true);
+    issue_scores<0, kVTilesPerWg, true>(sm, 1, 0, s, false);
+    issue_scores<kRopeTile, kTiles, true>(sm, 1, 0, s, false);
     wgmma_commit();
     wgmma_wait<0>();
     fence_registers(s);
