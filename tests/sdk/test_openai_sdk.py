@@ -89,6 +89,25 @@ class CompletionsTest(unittest.TestCase):
         self.assertEqual([c.index for c in response.choices], [0, 1])
         self.assertEqual(response.choices[0].text, response.choices[1].text)
 
+    def test_prompt_logprobs_through_extra_body_score_every_prompt_token(self):
+        # vLLM's spelling: the SDK passes it through extra_body and keeps the unknown field on the choice.
+        prompt = "12+34"
+        ids = tokenize(prompt)
+        response = client().completions.create(model=MODEL, prompt=prompt, max_tokens=2, temperature=0,
+                                               extra_body={"prompt_logprobs": 1})
+        rows = response.choices[0].model_extra["prompt_logprobs"]
+        self.assertGreaterEqual(len(rows), len(ids))
+        self.assertIsNone(rows[0])  # the first token has no context
+        for row in rows[1:]:
+            self.assertTrue(1 <= len(row) <= 2, row)  # the prompt's token, and the top 1 when it differs
+            for entry in row.values():
+                self.assertLessEqual(entry["logprob"], 0.0)
+                self.assertGreaterEqual(entry["rank"], 1)
+        with self.assertRaises(openai.BadRequestError) as raised:
+            client().completions.create(model=MODEL, prompt=prompt, max_tokens=2, stream=True,
+                                        extra_body={"prompt_logprobs": 1}).close()
+        self.assertEqual(raised.exception.body["param"], "prompt_logprobs")
+
     def test_logit_bias_of_100_forces_a_token(self):
         [token] = tokenize("R")
         response = client().completions.create(model=MODEL, prompt="12+34", max_tokens=4, seed=0, temperature=1.0,
