@@ -9,25 +9,30 @@
 //
 // Two kernels, one chosen by shape (the same function, the same picks; see Exactness):
 //   route_warp_kernel (E <= 256, k <= 32: every DeepSeek model): one warp per token, 4 tokens per
-//     128-thread block. Lane l holds experts l, l + 32, ... (ceil(E / 32) <= 8 in registers; the
-//     loads are coalesced). The group scores come from the choices staged in the warp's slice of
-//     shared memory (padded one float every 32, so the lanes scanning different groups hit different
-//     banks): lane g scans group g in index order with the CPU's update rules. Top-k is k rounds of a
-//     warp arg-max (two redux.sync: the largest value as an order-preserving key, then the lowest
-//     index holding it), the winner's lane marking it taken; lane r
-//     keeps round r's expert and score and writes output slot r. No block barrier anywhere.
-//     Dynamic shared memory: 4 warps x (E + E / 32 + 2 n_group) x 4 bytes (V3: 4.4 KB).
+//     128-thread block. Lane l holds experts l, l + 32, ... (ceil(E / 32) <= 8 in registers); the
+//     logits and the bias are loaded together before any use (one DRAM round trip at decode).
+//     Sigmoid: the division's fast path for all 8 at once (no per-element branch). Group scores: with
+//     groups of 32 (V3: group j is every lane's slot j) by warp reductions in registers (redux.sync
+//     max of order keys, the second largest likewise), lane g ranking group g, one ballot giving the
+//     kept groups; other group sizes stage the choices in the warp's slice of shared memory (padded
+//     one float every 32) and lane g scans group g in index order with the CPU's update rules.
+//     Top-k: each lane sorts its candidates (a bitonic network on 64-bit words: order key, then the
+//     expert), then k rounds of one redux.sync max of the lanes' heads (a second, the lowest expert,
+//     only on a tie of keys) and a pop by the winning lane; lane r keeps round r's expert and score,
+//     and the weight sum accumulates in round order. No block barrier, no loop over experts.
+//     Dynamic shared memory only when staging: 4 warps x (E + E / 32 + 2 n_group) x 4 bytes.
 //   route_block_kernel (the rest, E up to 2048): one block per token, threads = E rounded up to a
 //     warp (at most 512, looping beyond); top-k by counting each element's rank (E^2 / threads
 //     compares per thread). Dynamic shared memory holds scores [E], choice [E], group scores and kept
 //     flags [n_group] and the chosen experts [k].
 //
 // Exactness. Selection must reproduce the CPU's picks, so every comparison follows moe.cc:
-//   - group scores are computed by one thread per group, scanning its experts in order with the
-//     CPU's own update rules (sum of the two largest for noaux_tc, the largest for group-limited);
+//   - group scores are the CPU's (sum of the two largest for noaux_tc, the largest for group-limited):
+//     scanned in index order by one thread per group, or (groups of 32) the same two values by warp
+//     reductions, where only the sign of a zero score can differ, which no comparison sees;
 //   - "a before b" is (value_a > value_b) or (value_a == value_b and a < b), for groups and experts.
 //     Without NaNs this order is total, so the block kernel's ranks are a permutation and ranks
-//     0..k-1 are exactly the CPU's sorted top-k list, and the warp kernel's k arg-maxes are that list
+//     0..k-1 are exactly the CPU's sorted top-k list, and the warp kernel's k rounds pick that list
 //     in the same order;
 //   - NaN choices (no order on the CPU either) rank as -inf, so every output slot is still written;
 //   - the weight sum runs in the CPU's order (output slot order, float).
@@ -206,13 +211,29 @@ __device__ __forceinline__ unsigned order_key(float value) {
   return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
 }
 
-// The arg-max of the warp in the "before" order, given each lane's own first element in that order
-// (`has` false: none left). Every lane gets the expert: the largest key (one redux.sync), then the
-// lowest index among the lanes holding it (another).
-__device__ __forceinline__ int warp_first(bool has, float value, int index) {
-  const unsigned key = has ? order_key(value) : 0u;  // 0: below every float's key
-  const unsigned top = __reduce_max_sync(kFullMask, key);
-  return __reduce_min_sync(kFullMask, has && key == top ? index : INT_MAX);
+// The float whose order_key is `key` (the inverse of order_key; -0 comes back as +0).
+__device__ __forceinline__ float key_value(unsigned key) {
+  return __uint_as_float((key & 0x80000000u) != 0 ? key & 0x7fffffffu : ~key);
+}
+
+// 1.0f / d for 1 <= d < 2^126, the same bits as the division: its fast path as nvcc emits it for
+// sm_90 (MUFU.RCP, then one FMA correction; the division branches to a subroutine only for d
+// outside this range: zero, subnormal, >= 2^126, inf or NaN).
+__device__ __forceinline__ float reciprocal_fast_path(float d) {
+  float approximate;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(approximate) : "f"(d));
+  const float error = __fmaf_rn(d, approximate, -1.0f);
+  return __fmaf_rn(approximate, -error, approximate);
+}
+
+// A top-k candidate as one 64-bit word, larger = earlier in the "before" order: the choice's
+// order_key in the high half, 0xffff - expert in the low half (a tie goes to the lower index). 0 is
+// an empty slot (below every expert: order keys of floats are never 0).
+__device__ __forceinline__ uint64_t candidate(float choice, int expert) {
+  return static_cast<uint64_t>(order_key(choice)) << 32 | (0xffffu - static_cast<unsigned>(expert));
+}
+__device__ __forceinline__ int candidate_expert(uint64_t c) {
+  return static_cast<int>(0xffffu - (static_cast<unsigned>(c) & 0xffffu));
 }
 
 template <int kPerLane>
@@ -226,24 +247,39 @@ __global__ void __launch_bounds__(kWarpTokens * 32)
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarpTokens + warp;
   if (t >= tokens) return;  // the whole warp: nothing below synchronizes more than one warp
   const float* row = logits + t * E;
+  const bool has_bias = bias != nullptr;
 
-  // Lane `lane` holds experts lane + 32 j; slots past E are born taken.
-  float score[kPerLane], choice[kPerLane];
-  unsigned taken = 0;
+  // Lane `lane` holds experts lane + 32 j. The logits and the bias are loaded together, before any
+  // use (one DRAM round trip at decode, not two).
+  float score[kPerLane], bias_of[kPerLane], choice[kPerLane];
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
     const int e = lane + 32 * j;
     score[j] = e < E ? row[e] : 0.0f;
-    if (e >= E) taken |= 1u << j;
+    bias_of[j] = has_bias && e < E ? bias[e] : 0.0f;
   }
   if (params.scoring == Scoring::kSigmoid) {
+    // 1 / d for d = 1 + exp(-x): the division's own fast path, all kPerLane at once, and the division
+    // itself (with its per-element slow-path branch) only when some d is outside it.
+    float denominator[kPerLane];
+    bool outside = false;
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j) score[j] = 1.0f / (1.0f + expf(-score[j]));
+    for (int j = 0; j < kPerLane; ++j) {
+      denominator[j] = 1.0f + expf(-score[j]);
+      outside |= !(denominator[j] < 0x1p126f);  // NaN too
+    }
+    if (outside) {
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) score[j] = 1.0f / denominator[j];
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) score[j] = reciprocal_fast_path(denominator[j]);
+    }
   } else {
     float max_logit = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j)
-      if (!(taken >> j & 1u)) max_logit = fmaxf(max_logit, score[j]);
+      if (lane + 32 * j < E) max_logit = fmaxf(max_logit, score[j]);
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2)
       max_logit = fmaxf(max_logit, __shfl_xor_sync(kFullMask, max_logit, offset));
@@ -251,7 +287,7 @@ __global__ void __launch_bounds__(kWarpTokens * 32)
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       score[j] = expf(score[j] - max_logit);
-      if (!(taken >> j & 1u)) total += score[j];
+      if (lane + 32 * j < E) total += score[j];
     }
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(kFullMask, total, offset);
@@ -264,84 +300,146 @@ __global__ void __launch_bounds__(kWarpTokens * 32)
   }
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
-    const int e = lane + 32 * j;
-    const float c = bias != nullptr && e < E ? score[j] + bias[e] : score[j];
+    const float c = has_bias && lane + 32 * j < E ? score[j] + bias_of[j] : score[j];
     choice[j] = isnan(c) ? -INFINITY : c;
   }
 
   // Group mask: keep the best topk_group groups, fill the others.
   if (params.selection != ExpertSelection::kGreedy) {
-    float* staged = shared + warp * warp_slice_floats(E, n_group);  // [padded(E)]
-    float* group_scores = staged + padded(E - 1) + 1;                // [n_group]
-    float* group_kept = group_scores + n_group;                      // [n_group] 0 or 1
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int e = lane + 32 * j;
-      if (e < E) staged[padded(e)] = choice[j];
-    }
-    __syncwarp();
     const bool noaux = params.selection == ExpertSelection::kNoauxTc;
-    const int per_group = E / n_group;
-    for (int g = lane; g < n_group; g += 32) {
-      float first = -INFINITY, second = -INFINITY;  // moe.cc's sum_of_top_two / max_of, in index order
-      for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
-        const float v = staged[padded(e)];
-        if (v > first) {
-          second = first;
-          first = v;
-        } else if (v > second) {
-          second = v;
+    const float fill = noaux ? -INFINITY : 0.0f;
+    if (E == 32 * kPerLane && n_group == kPerLane) {
+      // Groups of 32 (V3): group j is slot j of every lane. Its largest choice is a warp max of
+      // order keys; the second largest the max of the others, or the largest again when two lanes
+      // hold it (moe.cc's scan gives the same two values in any order: only a zero's sign may
+      // differ, which no comparison sees). The kPerLane reductions are independent.
+      float group_score[kPerLane];
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const unsigned key = order_key(choice[j]);
+        const unsigned first = __reduce_max_sync(kFullMask, key);
+        const unsigned holders = __ballot_sync(kFullMask, key == first);
+        const unsigned rest = __reduce_max_sync(kFullMask, key == first ? 0u : key);
+        const unsigned second = __popc(holders) > 1 ? first : rest;
+        const float s = noaux ? key_value(first) + key_value(second) : key_value(first);
+        group_score[j] = isnan(s) ? -INFINITY : s;  // inf + -inf: rank it last
+      }
+      // Lane g ranks group g; the kept groups come back as the bits of one ballot.
+      float mine = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j)
+        if (lane == j) mine = group_score[j];
+      int rank = 0;
+#pragma unroll
+      for (int h = 0; h < kPerLane; ++h) rank += before(group_score[h], h, mine, lane);
+      const unsigned kept = __ballot_sync(kFullMask, lane < n_group && rank < params.topk_group);
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j)
+        if (!(kept >> j & 1u)) choice[j] = fill;
+    } else {
+      // Other group sizes: the choices staged in the warp's slice of shared memory, lane g scanning
+      // group g in index order.
+      float* staged = shared + warp * warp_slice_floats(E, n_group);  // [padded(E)]
+      float* group_scores = staged + padded(E - 1) + 1;                // [n_group]
+      float* group_kept = group_scores + n_group;                      // [n_group] 0 or 1
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int e = lane + 32 * j;
+        if (e < E) staged[padded(e)] = choice[j];
+      }
+      __syncwarp();
+      const int per_group = E / n_group;
+      for (int g = lane; g < n_group; g += 32) {
+        float first = -INFINITY, second = -INFINITY;  // moe.cc's sum_of_top_two / max_of, in index order
+        for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+          const float v = staged[padded(e)];
+          if (v > first) {
+            second = first;
+            first = v;
+          } else if (v > second) {
+            second = v;
+          }
+        }
+        const float group_score = noaux ? first + second : first;
+        group_scores[g] = isnan(group_score) ? -INFINITY : group_score;  // inf + -inf: rank it last
+      }
+      __syncwarp();
+      for (int g = lane; g < n_group; g += 32) {
+        int rank = 0;
+        for (int h = 0; h < n_group; ++h) rank += before(group_scores[h], h, group_scores[g], g);
+        group_kept[g] = rank < params.topk_group ? 1.0f : 0.0f;
+      }
+      __syncwarp();
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int e = lane + 32 * j;
+        if (e < E && group_kept[e / per_group] == 0.0f) choice[j] = fill;
+      }
+    }
+  }
+
+  // Top-k. Each lane sorts its own candidates best first (a bitonic network on the 64-bit words,
+  // unique but for empty slots), so its best untaken one is always its head. Round r: the warp's best
+  // head (a max of order keys; on a tie of keys, a min of expert ids), whose lane pops it; lane r
+  // keeps round r's expert and score.
+  uint64_t cand[kPerLane];
+  float cand_score[kPerLane];  // the unbiased score of cand[j]'s expert
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    cand[j] = e < E ? candidate(choice[j], e) : 0;
+    cand_score[j] = score[j];
+  }
+#pragma unroll
+  for (int size = 2; size <= kPerLane; size *= 2) {
+#pragma unroll
+    for (int stride = size / 2; stride > 0; stride /= 2) {
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int partner = i ^ stride;
+        if (partner > i) {
+          const bool descending = (i & size) == 0;  // size == kPerLane: all descending
+          if (descending ? cand[i] < cand[partner] : cand[i] > cand[partner]) {
+            const uint64_t c = cand[i];
+            cand[i] = cand[partner];
+            cand[partner] = c;
+            const float s = cand_score[i];
+            cand_score[i] = cand_score[partner];
+            cand_score[partner] = s;
+          }
         }
       }
-      const float group_score = noaux ? first + second : first;
-      group_scores[g] = isnan(group_score) ? -INFINITY : group_score;  // inf + -inf: rank it last
-    }
-    __syncwarp();
-    for (int g = lane; g < n_group; g += 32) {
-      int rank = 0;
-      for (int h = 0; h < n_group; ++h) rank += before(group_scores[h], h, group_scores[g], g);
-      group_kept[g] = rank < params.topk_group ? 1.0f : 0.0f;
-    }
-    __syncwarp();
-    const float fill = noaux ? -INFINITY : 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int e = lane + 32 * j;
-      if (e < E && group_kept[e / per_group] == 0.0f) choice[j] = fill;
     }
   }
-
-  // Top-k: k rounds of the warp's arg-max over the experts not yet taken; lane r keeps round r's.
   int my_expert = 0;
   float my_score = 0.0f;
+  float total = 0.0f;  // the CPU's weight sum: output slot order, float
   for (int r = 0; r < k; ++r) {
-    float best_value = -INFINITY;
-    int best = INT_MAX;  // loses to every expert, -inf ones included
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int e = lane + 32 * j;
-      if (!(taken >> j & 1u) && before(choice[j], e, best_value, best)) {
-        best_value = choice[j];
-        best = e;
-      }
-    }
-    best = warp_first(best != INT_MAX, best_value, best);  // k <= E: a real expert
-    const int owner = best & 31, slot = best >> 5;
-    float owned = 0.0f;  // the owner's unbiased score of `best` (a select chain: no local memory)
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j)
-      if (j == slot) owned = score[j];
-    const float best_score = __shfl_sync(kFullMask, owned, owner);
-    if (lane == owner) taken |= 1u << slot;
+    const unsigned key = static_cast<unsigned>(cand[0] >> 32);
+    const unsigned top = __reduce_max_sync(kFullMask, key);  // k <= E: a real expert's key
+    const unsigned holders = __ballot_sync(kFullMask, key == top);
+    int winner = __ffs(static_cast<int>(holders)) - 1;
+    if ((holders & (holders - 1)) != 0)  // equal choices in several lanes: the lowest expert wins
+      winner = __reduce_min_sync(kFullMask, key == top ? candidate_expert(cand[0]) : INT_MAX) & 31;
+    const int expert = __shfl_sync(kFullMask, candidate_expert(cand[0]), winner);
+    const float expert_score = __shfl_sync(kFullMask, cand_score[0], winner);
+    total += expert_score;
     if (lane == r) {
-      my_expert = best;
-      my_score = best_score;
+      my_expert = expert;
+      my_score = expert_score;
+    }
+    if (lane == winner) {
+#pragma unroll
+      for (int j = 0; j + 1 < kPerLane; ++j) {
+        cand[j] = cand[j + 1];
+        cand_score[j] = cand_score[j + 1];
+      }
+      cand[kPerLane - 1] = 0;
+      cand_score[kPerLane - 1] = 0.0f;
     }
   }
 
-  // Weights: the sum in output order (every lane computes the same float).
-  float total = 0.0f;
-  for (int i = 0; i < k; ++i) total += __shfl_sync(kFullMask, my_score, i);
+  // Weights: every lane has the same float sum.
   const float norm = params.normalize ? 1.0f / (total + 1e-20f) : 1.0f;
   if (lane < k) {
     expert_ids[t * k + lane] = my_expert;
@@ -353,8 +451,11 @@ template <int kPerLane>
 void launch_route_warp(const float* logits, const float* bias, int32_t* expert_ids, float* weights, int64_t tokens,
                        int num_experts, const RouterParams& params, cudaStream_t stream) {
   const int64_t blocks = (tokens + kWarpTokens - 1) / kWarpTokens;
+  // No staging without groups, or with groups of 32 filling every lane's slots (reduced in registers).
+  const bool staged = params.selection != ExpertSelection::kGreedy &&
+                      !(num_experts == 32 * kPerLane && params.n_group == kPerLane);
   const size_t shared_bytes =
-      params.selection == ExpertSelection::kGreedy
+      !staged
           ? 0
           : size_t{kWarpTokens} * static_cast<size_t>(warp_slice_floats(num_experts, params.n_group)) * sizeof(float);
   route_warp_kernel<kPerLane><<<static_cast<unsigned>(blocks), kWarpTokens * 32, shared_bytes, stream>>>(
