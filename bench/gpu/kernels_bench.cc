@@ -17,8 +17,12 @@
 //     the four (N, K) of ANCHORS.md.
 //     TB/s counts the weight bytes, TFLOP/s 2 * M * N * K; cuBLASLt's block-scaled product at the same M
 //     is timed beside it.
+//   - Masked grouped FP8 GEMM (decode MoE: 32 experts, expected m 20 and 192) through our wgmma kernel's
+//     groups dimension, against DeepGEMM's m_grouped masked figures.
 //   - The small ops (small_ops_cases.h): routing, SiLU-mul (+ FP8 quant), add + RMSNorm (+ FP8 quant),
 //     RoPE and the latent-cache write, 1 to 16K tokens, bytes moved against the copy bandwidth.
+//   - Prefill attention (prefill_cases.h): causal, 8 x 2K, 1 x 16K, a 4K chunk on a 4K prefix, TFLOP/s
+//     against the BF16 ceiling and the 550 TFLOP/s bar.
 // Every figure goes to the result JSON; the anchor block carries the ANCHORS.md figures for this GPU.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -32,6 +36,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_gemm_wgmma.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/mla_decode.h"
 #include "bench/result_file.h"
@@ -42,6 +47,7 @@
 
 #include "ceilings.h"  // bench/gpu/, next to this file
 #include "kernel_timing.h"
+#include "prefill_cases.h"
 #include "small_ops_cases.h"
 
 namespace dsinfer::bench {
@@ -199,6 +205,70 @@ void gemm_cases(Timer& timer, cudaStream_t stream, bool h200, const Ceilings& ce
   std::printf("  (ceilings of this run: FP8 GEMM %.0f TFLOP/s, copy %.2f TB/s)\n", ceilings.fp8_tflops, ceilings.copy_tb_s);
 }
 
+// Decode MoE's masked grouped FP8 GEMM: 32 experts, each with its own row count (drawn around the
+// expected m) in a group padded to group_rows, through our wgmma kernel's groups dimension
+// (fp8_gemm_wgmma.h, the tiling its chooser picks). DeepGEMM's m_grouped masked figures of
+// ANCHORS.md are the anchor; TB/s counts every expert's weights once.
+void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, const Ceilings& ceilings,
+                        Json& figures, Json& anchors) {
+  std::printf("\nGrouped FP8 GEMM, masked (decode MoE): 32 experts, rows per expert drawn in [m/2, 3m/2], bf16 out\n");
+  std::printf("  expected m      N      K  group rows        us  weight TB/s  of copy   DeepGEMM us   ratio\n");
+  struct Case { int m, n, k; double deepgemm_us; };
+  constexpr int kExperts = 32;
+  for (const Case& c : {Case{20, 4096, 7168, 240}, Case{20, 7168, 2048, 132}, Case{192, 4096, 7168, 364},
+                        Case{192, 7168, 2048, 203}}) {
+    const int64_t group_rows = (3 * c.m / 2 + 63) / 64 * 64;
+    const int64_t rows = kExperts * group_rows, k_blocks = c.k / 128;
+    Buffer w(size_t(kExperts) * c.n * c.k), w_scale(size_t(kExperts) * ((c.n + 127) / 128) * k_blocks * 4),
+        q(size_t(rows) * c.k), x_scale(size_t(k_blocks) * rows * 4), y(size_t(rows) * c.n * 2),
+        counts(kExperts * 4);
+    fill(w.get(), DType::kF8E4M3, int64_t(kExperts) * c.n * c.k, 41, -200, 200, stream);
+    fill(w_scale.get(), DType::kF32, int64_t(kExperts) * ((c.n + 127) / 128) * k_blocks, 42, 1e-4f, 3e-4f, stream);
+    fill(q.get(), DType::kF8E4M3, rows * c.k, 43, -400, 400, stream);
+    fill(x_scale.get(), DType::kF32, k_blocks * rows, 44, 1e-3f, 2e-3f, stream);
+    std::vector<int32_t> host_counts(kExperts);
+    uint32_t state = 12345;
+    for (int32_t& count : host_counts) {
+      state = state * 1664525u + 1013904223u;
+      count = c.m / 2 + static_cast<int32_t>((state >> 8) % static_cast<uint32_t>(c.m + 1));  // [m/2, 3m/2]
+    }
+    DSINFER_CUDA_CHECK(cudaMemcpy(counts.get(), host_counts.data(), kExperts * 4, cudaMemcpyHostToDevice));
+    backend::cuda::Fp8WgmmaGemm g;
+    g.w = w.get<__nv_fp8_e4m3>();
+    g.w_scale = w_scale.get<float>();
+    g.q = q.get<__nv_fp8_e4m3>();
+    g.q_rows = rows;
+    g.x_scale = x_scale.get<float>();
+    g.scale_stride = rows;
+    g.group_rows = group_rows;
+    g.rows_per_group = counts.get<int32_t>();
+    g.y = y.get();
+    g.n = c.n;
+    g.k = c.k;
+    g.groups = kExperts;
+    const backend::cuda::Fp8WgmmaTiling tiling =
+        backend::cuda::choose_fp8_wgmma_tiling(group_rows, c.n, c.k, kExperts, sm_count);
+    Buffer workspace(backend::cuda::fp8_wgmma_workspace_bytes(tiling, group_rows, c.n, kExperts));
+    const int64_t counters = backend::cuda::fp8_wgmma_tile_counters(tiling, group_rows, c.n, kExperts);
+    Buffer tile_counters(size_t(std::max<int64_t>(counters, 1)) * 4);
+    DSINFER_CUDA_CHECK(cudaMemset(tile_counters.get(), 0, tile_counters.bytes()));
+    g.workspace = workspace.get();
+    g.workspace_bytes = workspace.bytes();
+    g.tile_counters = tile_counters.get<int32_t>();
+    g.tile_counter_capacity = counters;
+    const double us = timer.median_us([&] { backend::cuda::fp8_wgmma_gemm(g, tiling, stream); });
+    const double tbs = double(kExperts) * c.n * c.k / us / 1e6;
+    const std::string key = str_cat("grouped_masked_m", c.m, "_n", c.n, "_k", c.k);
+    figures[key + "_us"] = us;
+    figures[key + "_weight_tb_s"] = tbs;
+    const AnchorColumns compared =
+        compare_with_anchor(key, us, h200 ? c.deepgemm_us : 0, "_vs_deepgemm", figures, anchors);
+    std::printf("  %10d %6d %6d %11lld %9.1f %12.2f %7.0f%% %13s %7s   (%s)\n", c.m, c.n, c.k,
+                static_cast<long long>(group_rows), us, tbs, 100 * tbs / ceilings.copy_tb_s, compared.time.c_str(),
+                compared.ratio.c_str(), tiling.describe().c_str());
+  }
+}
+
 int run(int argc, char** argv) {
   cli::Flags flags("kernels_bench [flags]", "dsinfer's kernels at DeepSeek-V3 shapes against the ceilings and ANCHORS.md");
   flags.add_int("runs", "timed runs per case (the median is reported; at least 10)", 20);
@@ -231,7 +301,9 @@ int run(int argc, char** argv) {
     std::printf("timing floor (CUDA events around a 4-byte memset after the L2 flush): %.1f us\n", floor_us);
     mla_cases(timer, stream, prop.multiProcessorCount, h200, figures, anchors);
     gemm_cases(timer, stream, h200, ceilings, figures, anchors);
+    grouped_gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
     small_op_cases(timer, stream, ceilings, figures);
+    prefill_attention_cases(timer, stream, ceilings, figures);
   }
   DSINFER_CUDA_CHECK(cudaStreamDestroy(stream));
 
