@@ -2,12 +2,15 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/prefill_attention.h"
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace dsinfer::bench {
@@ -37,9 +40,11 @@ void upload(void* device, const std::vector<T>& host) {
 }  // namespace
 
 void prefill_attention_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Json& figures) {
-  std::printf("\nPrefill attention (prefill_attention kFlash: causal, 128 heads, d_qk 192, d_v 128)\n");
+  std::printf("\nPrefill attention (prefill_attention kWgmma, the backend's; beside it kFlash, the mma.sync kernel, and\n"
+              "  the largest difference of their outputs): causal, 128 heads, d_qk 192, d_v 128\n");
   std::printf("  FLOPs = 2 * (192 + 128) * heads * sum over queries of their visible keys\n");
-  std::printf("  %-22s %10s %9s %9s %9s\n", "case", "us", "TFLOP/s", "of BF16", "of 550");
+  std::printf("  %-22s %10s %9s %9s %9s %12s %10s\n", "case", "us", "TFLOP/s", "of BF16", "of 550", "mma.sync us",
+              "max diff");
   for (const Shape& shape : {Shape{"8x2048", 8, 2048, 0}, Shape{"1x16384", 1, 16384, 0},
                              Shape{"4096_on_4096_prefix", 1, 4096, 4096}}) {
     const int tokens = shape.sequences * shape.new_tokens;
@@ -75,16 +80,30 @@ void prefill_attention_cases(Timer& timer, cudaStream_t stream, const Ceilings& 
     args.tokens = tokens;
     args.heads = kHeads;
     args.num_sequences = shape.sequences;
+    args.kv_rows = kv_rows;
     args.scale = 0.07f;
-    const double us = timer.median_us(
+    // The production kernel (kWgmma) against kFlash's output first: they differ only in summation order.
+    backend::cuda::prefill_attention(args, PrefillAttentionKernel::kFlash, stream);
+    std::vector<uint16_t> flash_out(size_t(tokens) * kHeads * kValue), wgmma_out(flash_out.size());
+    DSINFER_CUDA_CHECK(cudaMemcpy(flash_out.data(), out.get(), flash_out.size() * 2, cudaMemcpyDeviceToHost));
+    backend::cuda::prefill_attention(args, PrefillAttentionKernel::kWgmma, stream);
+    DSINFER_CUDA_CHECK(cudaMemcpy(wgmma_out.data(), out.get(), wgmma_out.size() * 2, cudaMemcpyDeviceToHost));
+    double worst = 0;
+    for (size_t i = 0; i < flash_out.size(); ++i)
+      worst = std::max(worst, double(std::fabs(bf16_to_f32(flash_out[i]) - bf16_to_f32(wgmma_out[i]))));
+    DSINFER_CHECK(worst <= 2e-2, "prefill attention ", shape.name, ": kWgmma differs from kFlash by ", worst);
+    const double flash_us = timer.median_us(
         [&] { backend::cuda::prefill_attention(args, PrefillAttentionKernel::kFlash, stream); });
+    const double us = timer.median_us(
+        [&] { backend::cuda::prefill_attention(args, PrefillAttentionKernel::kWgmma, stream); });
     const double tflops = 2.0 * (kNope + kRope + kValue) * kHeads * pairs / us / 1e6;
     const std::string key = str_cat("prefill_attention_", shape.name);
     figures[key + "_us"] = us;
     figures[key + "_tflops"] = tflops;
     figures[key + "_of_bf16"] = tflops / ceilings.bf16_tflops;
-    std::printf("  %-22s %10.1f %9.1f %8.0f%% %8.0f%%\n", shape.name, us, tflops, 100 * tflops / ceilings.bf16_tflops,
-                100 * tflops / kBarTflops);
+    figures[key + "_mma_sync_us"] = flash_us;
+    std::printf("  %-22s %10.1f %9.1f %8.0f%% %8.0f%% %12.1f %10.1e\n", shape.name, us, tflops,
+                100 * tflops / ceilings.bf16_tflops, 100 * tflops / kBarTflops, flash_us, worst);
   }
   std::printf("  (BF16 GEMM ceiling of this run: %.0f TFLOP/s)\n", ceilings.bf16_tflops);
 }

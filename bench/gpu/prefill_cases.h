@@ -1,9 +1,9 @@
-// kernels_bench's cases for prefill attention (prefill_attention.h, the kFlash kernel the backend
-// runs): ragged, causal by position, DeepSeek-V3's widths (128 heads, d_qk 192 = 128 nope + 64 rope,
-// d_v 128), at issue 8's shapes: 8 sequences x 2K, 1 x 16K, and a 4K chunk on top of a 4K cached
-// prefix. FLOPs count the causal pairs: 2 * (192 + 128) per head and (query, visible key). Each line
-// prints time, TFLOP/s, that rate against the run's BF16 GEMM ceiling and against issue 8's
-// 550 TFLOP/s bar.
+// kernels_bench's cases for prefill attention (prefill_attention.h): the kWgmma kernel the backend
+// runs, beside kFlash (the mma.sync kernel), whose output it must match; ragged, causal by position,
+// DeepSeek-V3's widths (128 heads, d_qk 192 = 128 nope + 64 rope, d_v 128), at issue 8's shapes:
+// 8 sequences x 2K, 1 x 16K, and a 4K chunk on top of a 4K cached prefix. FLOPs count the causal
+// pairs: 2 * (192 + 128) per head and (query, visible key). Each line prints time, TFLOP/s, that rate
+// against the run's BF16 GEMM ceiling and against issue 8's 550 TFLOP/s bar.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -106,11 +106,12 @@ class Ops final : public CudaOps {
     args.tokens = static_cast<int>(T);
     args.heads = static_cast<int>(H);
     args.num_sequences = device.num_sequences;
+    args.kv_rows = static_cast<int>(kv.dim(0));
     args.nope_dim = static_cast<int>(N);
     args.rope_dim = static_cast<int>(R);
     args.value_dim = static_cast<int>(V);
     args.scale = scale;
-    prefill_attention(args, reference_ ? PrefillAttentionKernel::kSimple : PrefillAttentionKernel::kFlash,
+    prefill_attention(args, reference_ ? PrefillAttentionKernel::kSimple : PrefillAttentionKernel::kWgmma,
                       context_.stream());
     return out;
   }

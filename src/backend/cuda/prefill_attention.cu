@@ -18,10 +18,14 @@
 //            mma.sync.m16n8k16 bf16, the online softmax in float32 registers (FlashAttention-2).
 //            Key tiles past the block's largest position are skipped; only tiles that cross some
 //            query's position are masked.
+//   kWgmma:  prefill_attention_wgmma.cu (Hopper wgmma + TMA, 128-query tiles, 128-key steps) when
+//            kv_rows is known; otherwise kFlash.
 //   generic: any other widths (N, R, V): grid ceil(T * H / 8), 256 threads; warp per (token, head)
 //            as kSimple, with runtime widths (lane l holds dims l + 32 i, i < 32, of q and of the
 //            output in registers). Same roofline with 192 / 256 / 128 replaced by N + R / N + V / V.
 #include "backend/cuda/prefill_attention.h"
+
+#include "backend/cuda/prefill_attention_wgmma.h"
 
 #include <climits>
 #include <cmath>
@@ -467,6 +471,10 @@ void prefill_attention(const PrefillAttentionArgs& args, PrefillAttentionKernel 
     DSINFER_CHECK(blocks <= INT_MAX, "prefill_attention: ", args.tokens, " x ", args.heads, " is too large a grid");
     prefill_simple_kernel<kNope, kRope, kValue><<<static_cast<unsigned>(blocks), kSimpleWarps * 32, 0, stream>>>(p);
     DSINFER_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  if (kernel == PrefillAttentionKernel::kWgmma && prefill_attention_wgmma_supported(args)) {
+    launch_prefill_attention_wgmma(args, stream);
     return;
   }
   using Shape = FlashShape<kNope, kRope, kValue>;

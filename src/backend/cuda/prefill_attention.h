@@ -34,6 +34,8 @@ constexpr bool prefill_attention_fast_widths(int nope_dim, int rope_dim, int val
 enum class PrefillAttentionKernel : uint8_t {
   kSimple,  // CUDA cores, one warp per (token, head): the reference (slow)
   kFlash,   // mma.sync bf16, 64 queries x 64 keys tiles, online softmax
+  kWgmma,   // Hopper wgmma + TMA, 128 queries x 128 keys (prefill_attention_wgmma.h); needs kv_rows,
+            // else kFlash
 };
 
 struct PrefillAttentionArgs {
@@ -47,6 +49,7 @@ struct PrefillAttentionArgs {
   int tokens = 0;
   int heads = 0;          // >= 1
   int num_sequences = 0;  // B
+  int kv_rows = 0;        // rows of kv and k_rope (S); 0: unknown (kWgmma then runs kFlash)
   int nope_dim = kPrefillNopeDim;    // N (qk_nope_head_dim)
   int rope_dim = kPrefillRopeDim;    // R (qk_rope_head_dim)
   int value_dim = kPrefillValueDim;  // V (v_head_dim)

@@ -42,4 +42,20 @@ CUtensorMap make_swizzled_2d_map(const void* data, CUtensorMapDataType type, uin
   return map;
 }
 
+CUtensorMap make_swizzled_3d_map(const void* data, CUtensorMapDataType type, const uint64_t (&dims)[3],
+                                 const uint64_t (&byte_strides)[2], const uint32_t (&box)[3], const char* what) {
+  CUtensorMap map;
+  const cuuint64_t sizes[3] = {dims[0], dims[1], dims[2]};
+  const cuuint64_t strides[2] = {byte_strides[0], byte_strides[1]};
+  const cuuint32_t boxes[3] = {box[0], box[1], box[2]};
+  const cuuint32_t element_strides[3] = {1u, 1u, 1u};
+  const CUresult result = tensor_map_encoder()(&map, type, 3, const_cast<void*>(data), sizes, strides, boxes,
+                                               element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  DSINFER_CHECK(result == CUDA_SUCCESS, "building the TMA descriptor of ", what, " failed with CUresult ",
+                static_cast<int>(result), " (the pointer must be 16-byte aligned and the strides multiples of 16)");
+  return map;
+}
+
 }  // namespace dsinfer::backend::cuda

@@ -1,0 +1,365 @@
+// Expanded (prefill) MLA attention with Hopper warpgroup MMA and TMA: PrefillAttentionKernel::kWgmma.
+// The contract is prefill_attention.h's (ragged, causal by position; the same outputs as kFlash up to
+// float summation order).
+//
+// Shapes: q [T, H, 192] (q_nope 128 | q_rope 64), kv [S, H, 256] (k_nope 128 | v 128 per head),
+// k_rope [S, 64] shared by the heads, out [T, H, 128]; bf16.
+// Roofline: FLOPs = 2 * (192 + 128) * H * sum over queries of their visible keys; 8 x 2048 tokens at
+// 128 heads is ~1.4 TFLOP against ~80 MB of q, kv and out: tensor-core bound.
+//
+// Launch: grid (ceil(T / 128) + B, H), 256 threads = two warpgroups, one block per SM (~209 KB of
+// shared memory). Block x of head y takes one 128-query tile of one sequence (the last tiles of a
+// sequence, which see the most keys, first; spare blocks exit); warpgroup w owns its queries
+// 64w .. 64w + 63 and walks the visible keys 128 at a time:
+//   S[64 x 128] = Q K^T    12 x wgmma m64n128k16 over the 192 dims (A = Q, B = the key block, both
+//                          K-major from shared memory)
+//   online softmax         in f32 registers, log2 units; only blocks that cross some query's
+//                          position are masked
+//   O[64 x 128] += P V     8 x wgmma m64n128k16, P from registers (bf16), V MN-major from shared memory
+// Shared memory, every operand in the 128-byte-swizzled layout TMA writes (rows of 64 bf16):
+//   Q        [3 boxes: q_nope 0..63, 64..127, q_rope][128 queries][64]   48 KB, loaded once
+//   stage s  K [3 boxes: k_nope 0..63, 64..127, k_rope][128 keys][64] + V [2 boxes][128 keys][64]
+//            80 KB, two stages
+// Pipeline: thread 0 issues the TMA loads through 3D tensor maps over [rows, heads, dims] (q, kv)
+// and a 2D one over k_rope; key block b + 1 is requested at the start of step b, once every warp has
+// released block b - 1's stage (mbarrier "free", 8 arrivals). Rows past a tile's queries score
+// whatever q rows follow (or TMA's zeros) and are never written; keys past the context are either
+// another sequence's rows or zeros, and always masked by position, so P = 0 never meets NaN.
+#include "backend/cuda/prefill_attention_wgmma.h"
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/hopper.cuh"
+#include "backend/cuda/mma.cuh"
+#include "backend/cuda/tensor_map.h"
+#include "core/error.h"
+
+namespace dsinfer::backend::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kNope = kPrefillNopeDim, kRope = kPrefillRopeDim, kValue = kPrefillValueDim;  // 128 / 64 / 128
+constexpr int kQk = kNope + kRope;      // 192
+constexpr int kKvRow = kNope + kValue;  // 256
+constexpr int kBlockQ = 128;            // queries a block: two warpgroups of 64 (wgmma's M)
+constexpr int kBlockK = 128;            // keys a step (wgmma's N for S)
+constexpr int kBox = 64;                // bf16 in one 128-byte swizzled row
+constexpr int kRowBytes = kBox * 2;
+constexpr int kBoxBytes = 128 * kRowBytes;  // 16,384: one [128 rows][64 dims] box
+constexpr int kQkBoxes = kQk / kBox;        // 3
+constexpr int kVBoxes = kValue / kBox;      // 2
+constexpr int kQBytes = kQkBoxes * kBoxBytes;
+constexpr int kKBytes = kQkBoxes * kBoxBytes;
+constexpr int kVBytes = kVBoxes * kBoxBytes;
+constexpr int kStageBytes = kKBytes + kVBytes;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+static_assert(kBlockQ == 2 * 64 && kBlockK == 128 && kQk % kBox == 0 && kValue % kBox == 0);
+
+constexpr int kQOffset = 0;
+constexpr int kStageOffset = kQBytes;  // + stage * kStageBytes: K boxes, then V boxes
+constexpr int kBarrierOffset = kStageOffset + 2 * kStageBytes;
+constexpr int kQFull = 0, kFull = 1, kFree = 3;  // full / free: + stage
+constexpr int kNumBarriers = 5;
+constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;  // + alignment slack
+static_assert(kSmemBytes <= 227 * 1024, "must fit Hopper's 227 KB of shared memory a block");
+
+struct Params {
+  const int32_t* query_start;
+  const int32_t* kv_start;
+  const int32_t* positions;
+  bf16* out;
+  int heads;
+  int num_sequences;
+  float scale_log2;  // scale * log2(e)
+};
+
+// MN-major V ([keys][64 dims] boxes of 128 keys): leading offset = the next 64 dims (the next box),
+// stride offset = the next 8 keys. A k16 step (16 keys) advances the start address by 2 KB.
+__device__ __forceinline__ uint64_t v_descriptor(uint32_t address) { return smem_descriptor(address, kBoxBytes, 1024); }
+
+// S[64 x 128] (+)= A[64 x 16] B[16 x 128]^T, both K-major in shared memory (64 accumulators:
+// d[4 j + 2 h + e] = S[16 (warp % 4) + g + 8 h][8 j + 2 c + e]).
+__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// O[64 x 128] += A[64 x 16] B[16 x 128]: A in registers (each warp's m16n8k16 A fragment), B
+// MN-major in shared memory (transpose bit set).
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "{\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_wgmma_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap kv_map,
+                         const __grid_constant__ CUtensorMap rope_map, const Params p) {
+  __shared__ int tile_sequence, tile_begin, tile_end, min_position, max_position;
+  const int h = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wg = warp / 4;
+  const int g = lane / 4, c = lane % 4;
+  const int row_in_tile = 64 * wg + 16 * (warp % 4) + g;  // this thread's query rows: +0 and +8
+
+  if (threadIdx.x == 0) {
+    int index = blockIdx.x, sequence = -1, begin = 0, end = 0;
+    for (int b = 0; b < p.num_sequences; ++b) {
+      const int first = p.query_start[b], last = p.query_start[b + 1];
+      const int tiles = (last - first + kBlockQ - 1) / kBlockQ;
+      if (index < tiles) {
+        sequence = b;
+        begin = first + (tiles - 1 - index) * kBlockQ;
+        end = min(begin + kBlockQ, last);
+        break;
+      }
+      index -= tiles;
+    }
+    tile_sequence = sequence;
+    tile_begin = begin;
+    tile_end = end;
+    min_position = INT_MAX;
+    max_position = -1;
+  }
+  __syncthreads();
+  if (tile_sequence < 0) return;  // uniform: a spare block
+  const int begin = tile_begin, end = tile_end;
+  const int kv0 = p.kv_start[tile_sequence], kv_len = p.kv_start[tile_sequence + 1] - kv0;
+  // Positions clamped to the context (the caller guarantees it; a bad one must not read past it).
+  if (threadIdx.x < end - begin) {
+    const int position = min(p.positions[begin + threadIdx.x], kv_len - 1);
+    atomicMin(&min_position, position);
+    atomicMax(&max_position, position);
+  }
+  __syncthreads();
+  const int block_min_position = min_position;
+  const int num_blocks = (min(max_position + 1, kv_len) + kBlockK - 1) / kBlockK;  // <= 0: nothing visible
+  int row_position[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = begin + row_in_tile + 8 * half;
+    row_position[half] = row < end ? min(p.positions[row], kv_len - 1) : -1;
+  }
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw_address = smem_address(smem_raw);
+  const uint32_t base = (raw_address + 1023u) & ~1023u;
+  auto barrier = [&](int index) { return base + kBarrierOffset + 8u * index; };
+  auto k_box = [&](int stage, int box) { return base + kStageOffset + stage * kStageBytes + box * kBoxBytes; };
+  auto v_box = [&](int stage, int box) { return k_box(stage, 0) + kKBytes + box * kBoxBytes; };
+
+  // Key block b into stage s: k_nope's two boxes and v's two from kv, k_rope's from k_rope.
+  auto load_block = [&](int b, int stage) {
+    const uint32_t full = barrier(kFull + stage);
+    mbarrier_arrive_expect_tx(full, kStageBytes);
+    const int row = kv0 + b * kBlockK;
+    for (int box = 0; box < kNope / kBox; ++box) tma_load_3d(k_box(stage, box), &kv_map, box * kBox, h, row, full);
+    tma_load_2d(k_box(stage, kNope / kBox), &rope_map, 0, row, full);
+    for (int box = 0; box < kVBoxes; ++box) tma_load_3d(v_box(stage, box), &kv_map, kNope + box * kBox, h, row, full);
+  };
+
+  if (threadIdx.x == 0) {
+    mbarrier_init(barrier(kQFull), 1);
+    mbarrier_init(barrier(kFull), 1);
+    mbarrier_init(barrier(kFull + 1), 1);
+    mbarrier_init(barrier(kFree), kWarps);
+    mbarrier_init(barrier(kFree + 1), kWarps);
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && num_blocks > 0) {
+    mbarrier_arrive_expect_tx(barrier(kQFull), kQBytes);
+    for (int box = 0; box < kQkBoxes; ++box)
+      tma_load_3d(base + kQOffset + box * kBoxBytes, &q_map, box * kBox, h, begin, barrier(kQFull));
+    load_block(0, 0);
+    if (num_blocks > 1) load_block(1, 1);
+  }
+
+  float o[64];  // O[row_in_tile + 8 h][8 j + 2 c + e] = o[4 j + 2 h + e]
+  zero_registers(o);
+  float s[64];  // S[row_in_tile + 8 h][8 j + 2 c + e] = s[4 j + 2 h + e]
+  zero_registers(s);
+  float running_max[2] = {-INFINITY, -INFINITY};
+  float partial_sum[2] = {0.f, 0.f};  // this thread's columns; quad-reduced at the end
+  if (num_blocks > 0) mbarrier_wait(barrier(kQFull), 0);
+  __syncwarp();
+
+  for (int b = 0; b < num_blocks; ++b) {
+    const int stage = b & 1;
+    // Block b + 1 into the stage block b - 1 used, once every warp has released it.
+    if (threadIdx.x == 0 && b >= 1 && b + 1 < num_blocks) {
+      mbarrier_wait(barrier(kFree + (stage ^ 1)), ((b - 1) >> 1) & 1);
+      load_block(b + 1, stage ^ 1);
+    }
+    mbarrier_wait(barrier(kFull + stage), (b >> 1) & 1);
+    __syncwarp();  // the lanes leave the spin loop at different times; wgmma needs the warp converged
+
+    // S = Q K^T over the 192 dims: 3 boxes x 4 k16 steps.
+    fence_registers(s);
+    wgmma_fence();
+#pragma unroll
+    for (int box = 0; box < kQkBoxes; ++box)
+#pragma unroll
+      for (int kk = 0; kk < kBox / 16; ++kk) {
+        const uint64_t a = k_major_descriptor(base + kQOffset + box * kBoxBytes + wg * 64 * kRowBytes + 32 * kk);
+        const uint64_t bd = k_major_descriptor(k_box(stage, box) + 32 * kk);
+        wgmma_m64n128k16_ss(s, a, bd, (box | kk) != 0);
+      }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(s);
+
+    // Scale; mask keys past each row's position when the block reaches past the smallest one.
+    const int key0 = b * kBlockK;
+    const bool masked = key0 + kBlockK - 1 > block_min_position;
+    float block_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kBlockK / 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& value = s[4 * j + 2 * half + e];
+          value *= p.scale_log2;
+          if (masked && key0 + 8 * j + 2 * c + e > row_position[half]) value = -INFINITY;
+          block_max[half] = fmaxf(block_max[half], value);
+        }
+    float base_max[2], correction[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      block_max[half] = fmaxf(block_max[half], __shfl_xor_sync(0xffffffffu, block_max[half], 1));
+      block_max[half] = fmaxf(block_max[half], __shfl_xor_sync(0xffffffffu, block_max[half], 2));
+      const float new_max = fmaxf(running_max[half], block_max[half]);
+      base_max[half] = new_max == -INFINITY ? 0.f : new_max;  // an all-masked row: no (-inf) - (-inf)
+      correction[half] = exp2f(running_max[half] - base_max[half]);
+      running_max[half] = new_max;
+      partial_sum[half] *= correction[half];
+    }
+    uint32_t pa[kBlockK / 16][4];  // P as the register A operand of P V, k16 step kk = keys 16 kk ..
+#pragma unroll
+    for (int j = 0; j < kBlockK / 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float w0 = exp2f(s[4 * j + 2 * half] - base_max[half]);
+        const float w1 = exp2f(s[4 * j + 2 * half + 1] - base_max[half]);
+        partial_sum[half] += w0 + w1;
+        // Step j / 2: a0 / a1 hold keys 2c, 2c + 1 of rows g / g + 8, a2 / a3 keys 8 + 2c, 9 + 2c.
+        pa[j / 2][(j & 1) * 2 + half] = pack_bf16(w0, w1);
+      }
+    if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
+#pragma unroll
+      for (int j = 0; j < kValue / 8; ++j) {
+        o[4 * j] *= correction[0];
+        o[4 * j + 1] *= correction[0];
+        o[4 * j + 2] *= correction[1];
+        o[4 * j + 3] *= correction[1];
+      }
+    }
+
+    // O += P V: 8 k16 steps of 16 keys.
+    fence_registers(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockK / 16; ++kk) wgmma_m64n128k16_rs(o, pa[kk], v_descriptor(v_box(stage, 0) + kk * 16 * kRowBytes));
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(o);
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(barrier(kFree + stage));  // this warp is done with the stage
+  }
+
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = partial_sum[half];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = begin + row_in_tile + 8 * half;
+    if (row >= end) continue;
+    const float inverse = sum > 0.f ? 1.f / sum : 0.f;  // nothing visible (bad position): zeros
+    bf16* out = p.out + (static_cast<size_t>(row) * p.heads + h) * kValue + 2 * c;
+#pragma unroll
+    for (int j = 0; j < kValue / 8; ++j)
+      *reinterpret_cast<__nv_bfloat162*>(out + 8 * j) =
+          __floats2bfloat162_rn(o[4 * j + 2 * half] * inverse, o[4 * j + 2 * half + 1] * inverse);
+  }
+}
+
+bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
+
+}  // namespace
+
+bool prefill_attention_wgmma_supported(const PrefillAttentionArgs& args) {
+  return prefill_attention_fast_widths(args.nope_dim, args.rope_dim, args.value_dim) && args.kv_rows > 0 &&
+         aligned16(args.q) && aligned16(args.kv) && aligned16(args.k_rope);
+}
+
+void launch_prefill_attention_wgmma(const PrefillAttentionArgs& args, cudaStream_t stream) {
+  DSINFER_CHECK(prefill_attention_wgmma_supported(args), "prefill_attention (wgmma): needs DeepSeek's widths, ",
+                "kv_rows and 16-byte aligned q, kv and k_rope");
+  const uint64_t heads = static_cast<uint64_t>(args.heads);
+  const CUtensorMap q_map = make_swizzled_3d_map(
+      args.q, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, {uint64_t{kQk}, heads, static_cast<uint64_t>(args.tokens)},
+      {uint64_t{kQk} * 2, heads * kQk * 2}, {uint32_t{kBox}, 1u, uint32_t{kBlockQ}}, "q");
+  const CUtensorMap kv_map = make_swizzled_3d_map(
+      args.kv, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, {uint64_t{kKvRow}, heads, static_cast<uint64_t>(args.kv_rows)},
+      {uint64_t{kKvRow} * 2, heads * kKvRow * 2}, {uint32_t{kBox}, 1u, uint32_t{kBlockK}}, "kv");
+  const CUtensorMap rope_map =
+      make_swizzled_2d_map(args.k_rope, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, kRope, static_cast<uint64_t>(args.kv_rows),
+                           uint64_t{kRope} * 2, kBox, kBlockK, "k_rope");
+  Params p{};
+  p.query_start = args.query_start;
+  p.kv_start = args.kv_start;
+  p.positions = args.positions;
+  p.out = args.out;
+  p.heads = args.heads;
+  p.num_sequences = args.num_sequences;
+  p.scale_log2 = args.scale * 1.4426950408889634f;
+  // A function attribute, not a stream operation: legal (and cheap) during graph capture.
+  DSINFER_CUDA_CHECK(
+      cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const dim3 grid(static_cast<unsigned>((args.tokens + kBlockQ - 1) / kBlockQ + args.num_sequences),
+                  static_cast<unsigned>(args.heads));
+  prefill_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q_map, kv_map, rope_map, p);
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsinfer::backend::cuda
