@@ -7,24 +7,28 @@
 // Roofline: FLOPs = 2 * (192 + 128) * H * sum over queries of their visible keys; 8 x 2048 tokens at
 // 128 heads is ~1.4 TFLOP against ~80 MB of q, kv and out: tensor-core bound.
 //
-// Launch: grid (ceil(T / 128) + B, H), 256 threads = two warpgroups, one block per SM (~209 KB of
+// Launch: grid (ceil(T / 128) + B, H), 384 threads = three warpgroups, one block per SM (~209 KB of
 // shared memory). Block x of head y takes one 128-query tile of one sequence (the last tiles of a
-// sequence, which see the most keys, first; spare blocks exit); warpgroup w owns its queries
-// 64w .. 64w + 63 and walks the visible keys 128 at a time:
-//   S[64 x 128] = Q K^T    12 x wgmma m64n128k16 over the 192 dims (A = Q, B = the key block, both
-//                          K-major from shared memory)
-//   online softmax         in f32 registers, log2 units; only blocks that cross some query's
-//                          position are masked
-//   O[64 x 128] += P V     8 x wgmma m64n128k16, P from registers (bf16), V MN-major from shared memory
+// sequence, which see the most keys, first; spare blocks exit). Warpgroup 2 is the producer: one
+// thread issues every TMA load, and the warpgroup gives its registers to the consumers (setmaxnreg
+// 24 / 240). Consumer warpgroup w owns queries 64w .. 64w + 63 and walks the visible keys 128 at a
+// time, multiplying by V one block behind so that each block's softmax runs under MMAs:
+//   step b: [its turn] issue S_b = Q K_b^T (12 x wgmma m64n128k16, A = Q and B = the key block, both
+//           K-major from shared memory) and O = O * c_{b-1} + P_{b-1} V_{b-1} (8 x m64n128k16, P from
+//           registers, V MN-major); [the other warpgroup's turn]; wait for S_b, release K_b, online
+//           softmax of S_b in place (f32, log2 units; only blocks that cross some query's position
+//           are masked) giving c_b; wait for the P V, release V_{b-1}, pack P_b to bf16.
+// The two warpgroups take turns issuing (named barriers), so one's softmax runs under the other's
+// MMAs as well (FlashAttention-3's ping-pong).
 // Shared memory, every operand in the 128-byte-swizzled layout TMA writes (rows of 64 bf16):
 //   Q        [3 boxes: q_nope 0..63, 64..127, q_rope][128 queries][64]   48 KB, loaded once
-//   stage s  K [3 boxes: k_nope 0..63, 64..127, k_rope][128 keys][64] + V [2 boxes][128 keys][64]
-//            80 KB, two stages
-// Pipeline: thread 0 issues the TMA loads through 3D tensor maps over [rows, heads, dims] (q, kv)
-// and a 2D one over k_rope; key block b + 1 is requested at the start of step b, once every warp has
-// released block b - 1's stage (mbarrier "free", 8 arrivals). Rows past a tile's queries score
-// whatever q rows follow (or TMA's zeros) and are never written; keys past the context are either
-// another sequence's rows or zeros, and always masked by position, so P = 0 never meets NaN.
+//   K ring   2 x [3 boxes: k_nope 0..63, 64..127, k_rope][128 keys][64]  96 KB
+//   V ring   2 x [2 boxes][128 keys][64]                                  64 KB
+// Block b's K is loaded once every consumer warp has released K_{b-2} (its scores are done), its V
+// once they released V_{b-2} (its P V is done); q and kv are read through 3D tensor maps over
+// [rows, heads, dims], k_rope through a 2D one. Rows past a tile's queries score whatever q rows
+// follow (or TMA's zeros) and are never written; keys past the context are either another
+// sequence's rows or zeros, and always masked by position, so P = 0 never meets NaN.
 #include "backend/cuda/prefill_attention_wgmma.h"
 
 #include <climits>
@@ -55,18 +59,28 @@ constexpr int kVBoxes = kValue / kBox;      // 2
 constexpr int kQBytes = kQkBoxes * kBoxBytes;
 constexpr int kKBytes = kQkBoxes * kBoxBytes;
 constexpr int kVBytes = kVBoxes * kBoxBytes;
-constexpr int kStageBytes = kKBytes + kVBytes;
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
+constexpr int kConsumerThreads = 256;                 // two warpgroups
+constexpr int kConsumerWarps = kConsumerThreads / 32;
+constexpr int kThreads = kConsumerThreads + 128;      // + the producer warpgroup (one TMA thread)
+// Registers move from the producer to the consumers once the block starts (setmaxnreg): 240 a
+// consumer thread holds S, O and P (64 + 64 + 32) without spilling.
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
+static_assert(kConsumerThreads * kConsumerRegisters + (kThreads - kConsumerThreads) * kProducerRegisters <= 65536);
 static_assert(kBlockQ == 2 * 64 && kBlockK == 128 && kQk % kBox == 0 && kValue % kBox == 0);
 
 constexpr int kQOffset = 0;
-constexpr int kStageOffset = kQBytes;  // + stage * kStageBytes: K boxes, then V boxes
-constexpr int kBarrierOffset = kStageOffset + 2 * kStageBytes;
-constexpr int kQFull = 0, kFull = 1, kFree = 3;  // full / free: + stage
-constexpr int kNumBarriers = 5;
+constexpr int kKOffset = kQBytes;                     // + stage * kKBytes
+constexpr int kVOffset = kKOffset + 2 * kKBytes;      // + stage * kVBytes
+constexpr int kBarrierOffset = kVOffset + 2 * kVBytes;
+// full: the producer's TMA landed; free: every consumer warp is done with the stage.
+constexpr int kQFull = 0, kKFull = 1, kKFree = 3, kVFull = 5, kVFree = 7;  // K / V barriers: + stage
+constexpr int kNumBarriers = 9;
 constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;  // + alignment slack
 static_assert(kSmemBytes <= 227 * 1024, "must fit Hopper's 227 KB of shared memory a block");
+// Named barriers (0 is __syncthreads): warpgroup w waits on kTurn + w before issuing its MMAs and
+// then lets the other go (kTurn + 1 - w), so the two warpgroups' MMAs alternate and each one's
+// softmax runs under the other's MMAs.
+constexpr int kTurn = 1;
 
 struct Params {
   const int32_t* query_start;
@@ -137,9 +151,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ int tile_sequence, tile_begin, tile_end, min_position, max_position;
   const int h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wg = warp / 4;
+  const int wg = warp / 4;  // 0, 1: consumers; 2: the producer warpgroup
   const int g = lane / 4, c = lane % 4;
-  const int row_in_tile = 64 * wg + 16 * (warp % 4) + g;  // this thread's query rows: +0 and +8
+  const int row_in_tile = 64 * wg + 16 * (warp % 4) + g;  // a consumer's query rows: +0 and +8
 
   if (threadIdx.x == 0) {
     int index = blockIdx.x, sequence = -1, begin = 0, end = 0;
@@ -170,70 +184,75 @@ __global__ void __launch_bounds__(kThreads, 1)
     atomicMin(&min_position, position);
     atomicMax(&max_position, position);
   }
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw_address = smem_address(smem_raw);
+  const uint32_t base = (raw_address + 1023u) & ~1023u;
+  auto barrier = [&](int index) { return base + kBarrierOffset + 8u * index; };
+  auto k_box = [&](int stage, int box) { return base + kKOffset + stage * kKBytes + box * kBoxBytes; };
+  auto v_box = [&](int stage, int box) { return base + kVOffset + stage * kVBytes + box * kBoxBytes; };
+  if (threadIdx.x == 0) {
+    mbarrier_init(barrier(kQFull), 1);
+    for (int stage = 0; stage < 2; ++stage) {
+      mbarrier_init(barrier(kKFull + stage), 1);
+      mbarrier_init(barrier(kVFull + stage), 1);
+      mbarrier_init(barrier(kKFree + stage), kConsumerWarps);
+      mbarrier_init(barrier(kVFree + stage), kConsumerWarps);
+    }
+    mbarrier_init_fence();
+  }
   __syncthreads();
   const int block_min_position = min_position;
   const int num_blocks = (min(max_position + 1, kv_len) + kBlockK - 1) / kBlockK;  // <= 0: nothing visible
+
+  if (wg == 2) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
+    // ---- producer: one thread issues every TMA load. Key block b's K goes into K stage b % 2 once
+    // every consumer has scored block b - 2; its V into V stage b % 2 once every consumer has
+    // finished P V of block b - 2 (one step later: the consumers multiply by V one block behind).
+    if (threadIdx.x == kConsumerThreads && num_blocks > 0) {
+      mbarrier_arrive_expect_tx(barrier(kQFull), kQBytes);
+      for (int box = 0; box < kQkBoxes; ++box)
+        tma_load_3d(base + kQOffset + box * kBoxBytes, &q_map, box * kBox, h, begin, barrier(kQFull));
+      for (int b = 0; b < num_blocks; ++b) {
+        const int stage = b & 1, row = kv0 + b * kBlockK;
+        const uint32_t parity = ((b - 2) >> 1) & 1;
+        if (b >= 2) mbarrier_wait(barrier(kKFree + stage), parity);
+        mbarrier_arrive_expect_tx(barrier(kKFull + stage), kKBytes);
+        for (int box = 0; box < kNope / kBox; ++box)
+          tma_load_3d(k_box(stage, box), &kv_map, box * kBox, h, row, barrier(kKFull + stage));
+        tma_load_2d(k_box(stage, kNope / kBox), &rope_map, 0, row, barrier(kKFull + stage));
+        if (b >= 2) mbarrier_wait(barrier(kVFree + stage), parity);
+        mbarrier_arrive_expect_tx(barrier(kVFull + stage), kVBytes);
+        for (int box = 0; box < kVBoxes; ++box)
+          tma_load_3d(v_box(stage, box), &kv_map, kNope + box * kBox, h, row, barrier(kVFull + stage));
+      }
+    }
+    return;
+  }
+
+  // ---- consumers ----
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
   int row_position[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = begin + row_in_tile + 8 * half;
     row_position[half] = row < end ? min(p.positions[row], kv_len - 1) : -1;
   }
-
-  extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw_address = smem_address(smem_raw);
-  const uint32_t base = (raw_address + 1023u) & ~1023u;
-  auto barrier = [&](int index) { return base + kBarrierOffset + 8u * index; };
-  auto k_box = [&](int stage, int box) { return base + kStageOffset + stage * kStageBytes + box * kBoxBytes; };
-  auto v_box = [&](int stage, int box) { return k_box(stage, 0) + kKBytes + box * kBoxBytes; };
-
-  // Key block b into stage s: k_nope's two boxes and v's two from kv, k_rope's from k_rope.
-  auto load_block = [&](int b, int stage) {
-    const uint32_t full = barrier(kFull + stage);
-    mbarrier_arrive_expect_tx(full, kStageBytes);
-    const int row = kv0 + b * kBlockK;
-    for (int box = 0; box < kNope / kBox; ++box) tma_load_3d(k_box(stage, box), &kv_map, box * kBox, h, row, full);
-    tma_load_2d(k_box(stage, kNope / kBox), &rope_map, 0, row, full);
-    for (int box = 0; box < kVBoxes; ++box) tma_load_3d(v_box(stage, box), &kv_map, kNope + box * kBox, h, row, full);
-  };
-
-  if (threadIdx.x == 0) {
-    mbarrier_init(barrier(kQFull), 1);
-    mbarrier_init(barrier(kFull), 1);
-    mbarrier_init(barrier(kFull + 1), 1);
-    mbarrier_init(barrier(kFree), kWarps);
-    mbarrier_init(barrier(kFree + 1), kWarps);
-    mbarrier_init_fence();
-  }
-  __syncthreads();
-  if (threadIdx.x == 0 && num_blocks > 0) {
-    mbarrier_arrive_expect_tx(barrier(kQFull), kQBytes);
-    for (int box = 0; box < kQkBoxes; ++box)
-      tma_load_3d(base + kQOffset + box * kBoxBytes, &q_map, box * kBox, h, begin, barrier(kQFull));
-    load_block(0, 0);
-    if (num_blocks > 1) load_block(1, 1);
-  }
-
   float o[64];  // O[row_in_tile + 8 h][8 j + 2 c + e] = o[4 j + 2 h + e]
   zero_registers(o);
   float s[64];  // S[row_in_tile + 8 h][8 j + 2 c + e] = s[4 j + 2 h + e]
   zero_registers(s);
+  uint32_t pa[kBlockK / 16][4];  // P of the previous block, the register A operand of its P V
   float running_max[2] = {-INFINITY, -INFINITY};
   float partial_sum[2] = {0.f, 0.f};  // this thread's columns; quad-reduced at the end
-  if (num_blocks > 0) mbarrier_wait(barrier(kQFull), 0);
-  __syncwarp();
+  float correction[2] = {1.f, 1.f};   // O's rescale before the previous block's P V
 
-  for (int b = 0; b < num_blocks; ++b) {
+  // S = Q K^T of block b: 3 boxes x 4 k16 steps, committed as one group.
+  auto issue_scores = [&](int b) {
     const int stage = b & 1;
-    // Block b + 1 into the stage block b - 1 used, once every warp has released it.
-    if (threadIdx.x == 0 && b >= 1 && b + 1 < num_blocks) {
-      mbarrier_wait(barrier(kFree + (stage ^ 1)), ((b - 1) >> 1) & 1);
-      load_block(b + 1, stage ^ 1);
-    }
-    mbarrier_wait(barrier(kFull + stage), (b >> 1) & 1);
-    __syncwarp();  // the lanes leave the spin loop at different times; wgmma needs the warp converged
-
-    // S = Q K^T over the 192 dims: 3 boxes x 4 k16 steps.
+    mbarrier_wait(barrier(kKFull + stage), (b >> 1) & 1);
+    __syncwarp();
     fence_registers(s);
     wgmma_fence();
 #pragma unroll
@@ -245,10 +264,31 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_m64n128k16_ss(s, a, bd, (box | kk) != 0);
       }
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_registers(s);
-
-    // Scale; mask keys past each row's position when the block reaches past the smallest one.
+  };
+  // O = O * correction + P V of block b (P in pa), committed as one group.
+  auto issue_values = [&](int b) {
+    const int stage = b & 1;
+    if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
+#pragma unroll
+      for (int j = 0; j < kValue / 8; ++j) {
+        o[4 * j] *= correction[0];
+        o[4 * j + 1] *= correction[0];
+        o[4 * j + 2] *= correction[1];
+        o[4 * j + 3] *= correction[1];
+      }
+    }
+    mbarrier_wait(barrier(kVFull + stage), (b >> 1) & 1);
+    __syncwarp();
+    fence_registers(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockK / 16; ++kk)
+      wgmma_m64n128k16_rs(o, pa[kk], v_descriptor(v_box(stage, 0) + kk * 16 * kRowBytes));
+    wgmma_commit();
+  };
+  // The online softmax of block b's scores, in place: s becomes P (f32), the running max and sums move,
+  // and `correction` is O's rescale for this block.
+  auto softmax = [&](int b) {
     const int key0 = b * kBlockK;
     const bool masked = key0 + kBlockK - 1 > block_min_position;
     float block_max[2] = {-INFINITY, -INFINITY};
@@ -263,7 +303,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (masked && key0 + 8 * j + 2 * c + e > row_position[half]) value = -INFINITY;
           block_max[half] = fmaxf(block_max[half], value);
         }
-    float base_max[2], correction[2];
+    float base_max[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       block_max[half] = fmaxf(block_max[half], __shfl_xor_sync(0xffffffffu, block_max[half], 1));
@@ -274,37 +314,64 @@ __global__ void __launch_bounds__(kThreads, 1)
       running_max[half] = new_max;
       partial_sum[half] *= correction[half];
     }
-    uint32_t pa[kBlockK / 16][4];  // P as the register A operand of P V, k16 step kk = keys 16 kk ..
 #pragma unroll
     for (int j = 0; j < kBlockK / 8; ++j)
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float w0 = exp2f(s[4 * j + 2 * half] - base_max[half]);
-        const float w1 = exp2f(s[4 * j + 2 * half + 1] - base_max[half]);
-        partial_sum[half] += w0 + w1;
-        // Step j / 2: a0 / a1 hold keys 2c, 2c + 1 of rows g / g + 8, a2 / a3 keys 8 + 2c, 9 + 2c.
-        pa[j / 2][(j & 1) * 2 + half] = pack_bf16(w0, w1);
-      }
-    if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
+      for (int half = 0; half < 2; ++half)
 #pragma unroll
-      for (int j = 0; j < kValue / 8; ++j) {
-        o[4 * j] *= correction[0];
-        o[4 * j + 1] *= correction[0];
-        o[4 * j + 2] *= correction[1];
-        o[4 * j + 3] *= correction[1];
-      }
-    }
+        for (int e = 0; e < 2; ++e) {
+          float& value = s[4 * j + 2 * half + e];
+          value = exp2f(value - base_max[half]);
+          partial_sum[half] += value;
+        }
+  };
+  // P (s) as the A operand of P V: k16 step kk = keys 16 kk ..: a0 / a1 keys 2c, 2c + 1 of rows
+  // g / g + 8, a2 / a3 keys 8 + 2c, 9 + 2c.
+  auto pack = [&]() {
+#pragma unroll
+    for (int j = 0; j < kBlockK / 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        pa[j / 2][(j & 1) * 2 + half] = pack_bf16(s[4 * j + 2 * half], s[4 * j + 2 * half + 1]);
+  };
+  auto release = [&](int kind, int b) {  // this warp is done with block b's K (kKFree) or V (kVFree)
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(barrier(kind + (b & 1)));
+  };
 
-    // O += P V: 8 k16 steps of 16 keys.
-    fence_registers(o);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockK / 16; ++kk) wgmma_m64n128k16_rs(o, pa[kk], v_descriptor(v_box(stage, 0) + kk * 16 * kRowBytes));
-    wgmma_commit();
+  if (num_blocks > 0) {
+    if (wg == 1) named_barrier_arrive(kTurn + 0, kConsumerThreads);  // warpgroup 0 goes first
+    mbarrier_wait(barrier(kQFull), 0);
+    __syncwarp();
+    named_barrier_sync(kTurn + wg, kConsumerThreads);
+    issue_scores(0);
+    named_barrier_arrive(kTurn + (wg ^ 1), kConsumerThreads);
+    wgmma_wait<0>();
+    fence_registers(s);
+    release(kKFree, 0);
+    softmax(0);
+    pack();
+    for (int b = 1; b < num_blocks; ++b) {
+      // This block's scores and the previous block's P V, back to back, then the other's turn.
+      named_barrier_sync(kTurn + wg, kConsumerThreads);
+      issue_scores(b);
+      issue_values(b - 1);
+      named_barrier_arrive(kTurn + (wg ^ 1), kConsumerThreads);
+      wgmma_wait<1>();  // the scores
+      fence_registers(s);
+      release(kKFree, b);
+      softmax(b);
+      wgmma_wait<0>();  // the previous P V: pa may be overwritten, its V stage released
+      fence_registers(o);
+      release(kVFree, b - 1);
+      pack();
+    }
+    issue_values(num_blocks - 1);
     wgmma_wait<0>();
     fence_registers(o);
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(barrier(kFree + stage));  // this warp is done with the stage
+    release(kVFree, num_blocks - 1);
+    // Warpgroup 1's last arrive on warpgroup 0's turn has no step after it: consume it.
+    if (wg == 0) named_barrier_sync(kTurn + 0, kConsumerThreads);
   }
 
 #pragma unroll
