@@ -7,9 +7,12 @@
 // Roofline: FLOPs = 2 * (192 + 128) * H * sum over queries of their visible keys; 8 x 2048 tokens at
 // 128 heads is ~1.4 TFLOP against ~80 MB of q, kv and out: tensor-core bound.
 //
-// Launch: grid (ceil(T / 128) + B, H), 384 threads = three warpgroups, one block per SM (~209 KB of
-// shared memory). Block x of head y takes one 128-query tile of one sequence (the last tiles of a
-// sequence, which see the most keys, first; spare blocks exit). Warpgroup 2 is the producer: one
+// Launch: grid (ceil(T / 128) + B, ceil(H / P)), 384 threads = three warpgroups, one block per SM (~209 KB of
+// shared memory). Block (x, y) takes one 128-query tile of one sequence (the last tiles of a
+// sequence, which see the most keys, first; spare blocks exit) for heads y * P .. y * P + P - 1, one
+// after another (P = 4, 2 or 1: the most that still leaves two blocks an SM): the next head's Q is
+// loaded once every consumer has scored the current head's last block, and the K/V rings run on
+// across the heads, so one head's start overlaps the previous one's end. Warpgroup 2 is the producer: one
 // thread issues every TMA load, and the warpgroup gives its registers to the consumers (setmaxnreg
 // 24 / 240). Consumer warpgroup w owns queries 64w .. 64w + 63 and walks the visible keys 128 at a
 // time, multiplying by V one block behind so that each block's softmax runs under MMAs:
@@ -74,7 +77,8 @@ constexpr int kVOffset = kKOffset + 2 * kKBytes;      // + stage * kVBytes
 constexpr int kBarrierOffset = kVOffset + 2 * kVBytes;
 // full: the producer's TMA landed; free: every consumer warp is done with the stage.
 constexpr int kQFull = 0, kKFull = 1, kKFree = 3, kVFull = 5, kVFree = 7;  // K / V barriers: + stage
-constexpr int kNumBarriers = 9;
+constexpr int kQFree = 9;  // every consumer warp has scored the head's last block: Q may take the next head
+constexpr int kNumBarriers = 10;
 constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;  // + alignment slack
 static_assert(kSmemBytes <= 227 * 1024, "must fit Hopper's 227 KB of shared memory a block");
 // Named barriers (0 is __syncthreads): warpgroup w waits on kTurn + w before issuing its MMAs and
@@ -88,6 +92,7 @@ struct Params {
   const int32_t* positions;
   bf16* out;
   int heads;
+  int heads_per_block;  // heads a block walks one after another, with the same query tile
   int num_sequences;
   float scale_log2;  // scale * log2(e)
 };
@@ -149,7 +154,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     prefill_wgmma_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap kv_map,
                          const __grid_constant__ CUtensorMap rope_map, const Params p) {
   __shared__ int tile_sequence, tile_begin, tile_end, min_position, max_position;
-  const int h = blockIdx.y;
+  const int head0 = blockIdx.y * p.heads_per_block;
+  const int block_heads = min(p.heads_per_block, p.heads - head0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wg = warp / 4;  // 0, 1: consumers; 2: the producer warpgroup
   const int g = lane / 4, c = lane % 4;
@@ -193,6 +199,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto v_box = [&](int stage, int box) { return base + kVOffset + stage * kVBytes + box * kBoxBytes; };
   if (threadIdx.x == 0) {
     mbarrier_init(barrier(kQFull), 1);
+    mbarrier_init(barrier(kQFree), kConsumerWarps);
     for (int stage = 0; stage < 2; ++stage) {
       mbarrier_init(barrier(kKFull + stage), 1);
       mbarrier_init(barrier(kVFull + stage), 1);
@@ -211,21 +218,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     // every consumer has scored block b - 2; its V into V stage b % 2 once every consumer has
     // finished P V of block b - 2 (one step later: the consumers multiply by V one block behind).
     if (threadIdx.x == kConsumerThreads && num_blocks > 0) {
-      mbarrier_arrive_expect_tx(barrier(kQFull), kQBytes);
-      for (int box = 0; box < kQkBoxes; ++box)
-        tma_load_3d(base + kQOffset + box * kBoxBytes, &q_map, box * kBox, h, begin, barrier(kQFull));
-      for (int b = 0; b < num_blocks; ++b) {
-        const int stage = b & 1, row = kv0 + b * kBlockK;
-        const uint32_t parity = ((b - 2) >> 1) & 1;
-        if (b >= 2) mbarrier_wait(barrier(kKFree + stage), parity);
-        mbarrier_arrive_expect_tx(barrier(kKFull + stage), kKBytes);
-        for (int box = 0; box < kNope / kBox; ++box)
-          tma_load_3d(k_box(stage, box), &kv_map, box * kBox, h, row, barrier(kKFull + stage));
-        tma_load_2d(k_box(stage, kNope / kBox), &rope_map, 0, row, barrier(kKFull + stage));
-        if (b >= 2) mbarrier_wait(barrier(kVFree + stage), parity);
-        mbarrier_arrive_expect_tx(barrier(kVFull + stage), kVBytes);
-        for (int box = 0; box < kVBoxes; ++box)
-          tma_load_3d(v_box(stage, box), &kv_map, kNope + box * kBox, h, row, barrier(kVFull + stage));
+      for (int hi = 0; hi < block_heads; ++hi) {
+        const int h = head0 + hi;
+        if (hi > 0) mbarrier_wait(barrier(kQFree), (hi - 1) & 1);
+        mbarrier_arrive_expect_tx(barrier(kQFull), kQBytes);
+        for (int box = 0; box < kQkBoxes; ++box)
+          tma_load_3d(base + kQOffset + box * kBoxBytes, &q_map, box * kBox, h, begin, barrier(kQFull));
+        for (int b = 0; b < num_blocks; ++b) {
+          // n counts the blocks of all of the block's heads: the rings' stage and phase follow it.
+          const int n = hi * num_blocks + b, stage = n & 1, row = kv0 + b * kBlockK;
+          const uint32_t parity = ((n - 2) >> 1) & 1;
+          if (n >= 2) mbarrier_wait(barrier(kKFree + stage), parity);
+          mbarrier_arrive_expect_tx(barrier(kKFull + stage), kKBytes);
+          for (int box = 0; box < kNope / kBox; ++box)
+            tma_load_3d(k_box(stage, box), &kv_map, box * kBox, h, row, barrier(kKFull + stage));
+          tma_load_2d(k_box(stage, kNope / kBox), &rope_map, 0, row, barrier(kKFull + stage));
+          if (n >= 2) mbarrier_wait(barrier(kVFree + stage), parity);
+          mbarrier_arrive_expect_tx(barrier(kVFull + stage), kVBytes);
+          for (int box = 0; box < kVBoxes; ++box)
+            tma_load_3d(v_box(stage, box), &kv_map, kNope + box * kBox, h, row, barrier(kVFull + stage));
+        }
       }
     }
     return;
@@ -248,10 +260,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   float partial_sum[2] = {0.f, 0.f};  // this thread's columns; quad-reduced at the end
   float correction[2] = {1.f, 1.f};   // O's rescale before the previous block's P V
 
-  // S = Q K^T of block b: 3 boxes x 4 k16 steps, committed as one group.
-  auto issue_scores = [&](int b) {
-    const int stage = b & 1;
-    mbarrier_wait(barrier(kKFull + stage), (b >> 1) & 1);
+  // S = Q K^T of ring block n: 3 boxes x 4 k16 steps, committed as one group.
+  auto issue_scores = [&](int n) {
+    const int stage = n & 1;
+    mbarrier_wait(barrier(kKFull + stage), (n >> 1) & 1);
     __syncwarp();
     fence_registers(s);
     wgmma_fence();
@@ -265,9 +277,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     wgmma_commit();
   };
-  // O = O * correction + P V of block b (P in pa), committed as one group.
-  auto issue_values = [&](int b) {
-    const int stage = b & 1;
+  // O = O * correction + P V of ring block n (P in pa), committed as one group.
+  auto issue_values = [&](int n) {
+    const int stage = n & 1;
     if (__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
 #pragma unroll
       for (int j = 0; j < kValue / 8; ++j) {
@@ -277,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         o[4 * j + 3] *= correction[1];
       }
     }
-    mbarrier_wait(barrier(kVFull + stage), (b >> 1) & 1);
+    mbarrier_wait(barrier(kVFull + stage), (n >> 1) & 1);
     __syncwarp();
     fence_registers(o);
     wgmma_fence();
@@ -334,59 +346,81 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int half = 0; half < 2; ++half)
         pa[j / 2][(j & 1) * 2 + half] = pack_bf16(s[4 * j + 2 * half], s[4 * j + 2 * half + 1]);
   };
-  auto release = [&](int kind, int b) {  // this warp is done with block b's K (kKFree) or V (kVFree)
+  auto release = [&](int barrier_index) {  // this warp is done with what the barrier guards
     __syncwarp();
-    if (lane == 0) mbarrier_arrive(barrier(kind + (b & 1)));
+    if (lane == 0) mbarrier_arrive(barrier(barrier_index));
   };
 
-  if (num_blocks > 0) {
-    if (wg == 1) named_barrier_arrive(kTurn + 0, kConsumerThreads);  // warpgroup 0 goes first
-    mbarrier_wait(barrier(kQFull), 0);
+  // The turns run on across the heads: warpgroup 0 goes first, and each warpgroup issues exactly as
+  // often as the other, so neither can arrive twice on the other's barrier before it was taken.
+  if (num_blocks > 0 && wg == 1) named_barrier_arrive(kTurn + 0, kConsumerThreads);
+  for (int hi = 0; hi < block_heads && num_blocks > 0; ++hi) {
+    const int h = head0 + hi, n0 = hi * num_blocks;
+    mbarrier_wait(barrier(kQFull), hi & 1);
     __syncwarp();
     named_barrier_sync(kTurn + wg, kConsumerThreads);
-    issue_scores(0);
+    issue_scores(n0);
     named_barrier_arrive(kTurn + (wg ^ 1), kConsumerThreads);
     wgmma_wait<0>();
     fence_registers(s);
-    release(kKFree, 0);
+    release(kKFree + (n0 & 1));
+    if (num_blocks == 1) release(kQFree);
     softmax(0);
     pack();
     for (int b = 1; b < num_blocks; ++b) {
       // This block's scores and the previous block's P V, back to back, then the other's turn.
       named_barrier_sync(kTurn + wg, kConsumerThreads);
-      issue_scores(b);
-      issue_values(b - 1);
+      issue_scores(n0 + b);
+      issue_values(n0 + b - 1);
       named_barrier_arrive(kTurn + (wg ^ 1), kConsumerThreads);
       wgmma_wait<1>();  // the scores
       fence_registers(s);
-      release(kKFree, b);
+      release(kKFree + ((n0 + b) & 1));
+      if (b == num_blocks - 1) release(kQFree);  // the head's last scores: Q may take the next head
       softmax(b);
       wgmma_wait<0>();  // the previous P V: pa may be overwritten, its V stage released
       fence_registers(o);
-      release(kVFree, b - 1);
+      release(kVFree + ((n0 + b - 1) & 1));
       pack();
     }
-    issue_values(num_blocks - 1);
+    issue_values(n0 + num_blocks - 1);
     wgmma_wait<0>();
     fence_registers(o);
-    release(kVFree, num_blocks - 1);
-    // Warpgroup 1's last arrive on warpgroup 0's turn has no step after it: consume it.
-    if (wg == 0) named_barrier_sync(kTurn + 0, kConsumerThreads);
-  }
+    release(kVFree + ((n0 + num_blocks - 1) & 1));
 
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float sum = partial_sum[half];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int row = begin + row_in_tile + 8 * half;
-    if (row >= end) continue;
-    const float inverse = sum > 0.f ? 1.f / sum : 0.f;  // nothing visible (bad position): zeros
-    bf16* out = p.out + (static_cast<size_t>(row) * p.heads + h) * kValue + 2 * c;
+    for (int half = 0; half < 2; ++half) {
+      float sum = partial_sum[half];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int row = begin + row_in_tile + 8 * half;
+      if (row >= end) continue;
+      const float inverse = sum > 0.f ? 1.f / sum : 0.f;  // nothing visible (bad position): zeros
+      bf16* out = p.out + (static_cast<size_t>(row) * p.heads + h) * kValue + 2 * c;
 #pragma unroll
-    for (int j = 0; j < kValue / 8; ++j)
-      *reinterpret_cast<__nv_bfloat162*>(out + 8 * j) =
-          __floats2bfloat162_rn(o[4 * j + 2 * half] * inverse, o[4 * j + 2 * half + 1] * inverse);
+      for (int j = 0; j < kValue / 8; ++j)
+        *reinterpret_cast<__nv_bfloat162*>(out + 8 * j) =
+            __floats2bfloat162_rn(o[4 * j + 2 * half] * inverse, o[4 * j + 2 * half + 1] * inverse);
+    }
+    // The next head starts afresh.
+    zero_registers(o);
+    running_max[0] = running_max[1] = -INFINITY;
+    partial_sum[0] = partial_sum[1] = 0.f;
+    correction[0] = correction[1] = 1.f;
+  }
+  // Warpgroup 1's last arrive on warpgroup 0's turn has no step after it: consume it.
+  if (num_blocks > 0 && wg == 0) named_barrier_sync(kTurn + 0, kConsumerThreads);
+  if (num_blocks <= 0) {  // nothing visible (only a bad position gets here): zeros
+    for (int hi = 0; hi < block_heads; ++hi)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = begin + row_in_tile + 8 * half;
+        if (row >= end) continue;
+        bf16* out = p.out + (static_cast<size_t>(row) * p.heads + head0 + hi) * kValue + 2 * c;
+#pragma unroll
+        for (int j = 0; j < kValue / 8; ++j)
+          *reinterpret_cast<__nv_bfloat162*>(out + 8 * j) = __floats2bfloat162_rn(0.f, 0.f);
+      }
   }
 }
 
@@ -418,13 +452,25 @@ void launch_prefill_attention_wgmma(const PrefillAttentionArgs& args, cudaStream
   p.positions = args.positions;
   p.out = args.out;
   p.heads = args.heads;
+  // Heads a block walks in turn (the next head's loads overlap this one's end), as many as leave two
+  // blocks an SM: query tiles x ceil(heads / heads_per_block) >= 2 x SMs.
+  int device = 0, sms = 0;
+  DSINFER_CUDA_CHECK(cudaGetDevice(&device));
+  DSINFER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t query_tiles = (int64_t{args.tokens} + kBlockQ - 1) / kBlockQ + args.num_sequences;
+  p.heads_per_block = 1;
+  for (int per : {4, 2})
+    if (query_tiles * ((args.heads + per - 1) / per) >= 2 * int64_t{sms}) {
+      p.heads_per_block = per;
+      break;
+    }
   p.num_sequences = args.num_sequences;
   p.scale_log2 = args.scale * 1.4426950408889634f;
   // A function attribute, not a stream operation: legal (and cheap) during graph capture.
   DSINFER_CUDA_CHECK(
       cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  const dim3 grid(static_cast<unsigned>((args.tokens + kBlockQ - 1) / kBlockQ + args.num_sequences),
-                  static_cast<unsigned>(args.heads));
+  const dim3 grid(static_cast<unsigned>(query_tiles),
+                  static_cast<unsigned>((args.heads + p.heads_per_block - 1) / p.heads_per_block));
   prefill_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q_map, kv_map, rope_map, p);
   DSINFER_CUDA_CHECK_LAUNCH();
 }

@@ -13,9 +13,9 @@ namespace dsinfer::backend::cuda {
 // q, kv and k_rope 16-byte aligned.
 bool prefill_attention_wgmma_supported(const PrefillAttentionArgs& args);
 
-// Enqueues the kernel: grid (ceil(tokens / 128) + sequences, heads), 384 threads, ~209 KB of dynamic
-// shared memory. Builds three TMA descriptors on the host (no device memory, no sync):
-// graph-capturable. Throws dsinfer::Error when unsupported or when the launch fails.
+// Enqueues the kernel: grid (ceil(tokens / 128) + sequences, ceil(heads / P)) with P = 1, 2 or 4
+// heads a block, 384 threads, ~209 KB of dynamic shared memory. Builds three TMA descriptors on the
+// host (no device memory, no sync): graph-capturable. Throws dsinfer::Error when unsupported or when the launch fails.
 void launch_prefill_attention_wgmma(const PrefillAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace dsinfer::backend::cuda
