@@ -157,33 +157,6 @@ constexpr int kSiluThreads = 128;
 constexpr int kSiluUnits = 2;  // 16-byte units per thread
 constexpr int kQuantGroup = 128;  // columns per FP8 scale (kFp8Block in fp8_gemm.h)
 constexpr int kGroupUnits = kQuantGroup / kChunk;  // 16: half a warp
-constexpr unsigned kFullMask = 0xffffffffu;
-
-// quantize_fp8_per_token_group's arithmetic for the 8 values of this lane, one sixteenth of a
-// 128-column group held by the 16 lanes of its half-warp. Every lane of the warp must call it (lanes
-// past the row with zeros). Returns the group's scale; `packed` gets the 8 e4m3 bytes in memory order.
-// (norm.cu has the same step for add_rms_norm_quant_fp8.)
-__device__ __forceinline__ float quantize_half_warp_group(const float (&v)[kChunk], uint2& packed) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int e = 0; e < kChunk; ++e) amax = fmaxf(amax, fabsf(v[e]));
-#pragma unroll
-  for (int offset = kGroupUnits / 2; offset > 0; offset /= 2)
-    amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
-  float scale = amax / kFp8E4M3Max;
-  if (!(scale > 0.0f)) scale = 1.0f;  // a zero group (or an underflow): any scale gives zeros
-  uint32_t words[2];
-#pragma unroll
-  for (int w = 0; w < 2; ++w) {
-    const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
-        make_float2(v[4 * w] / scale, v[4 * w + 1] / scale), __NV_SATFINITE, __NV_E4M3);
-    const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
-        make_float2(v[4 * w + 2] / scale, v[4 * w + 3] / scale), __NV_SATFINITE, __NV_E4M3);
-    words[w] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
-  }
-  packed = make_uint2(words[0], words[1]);
-  return scale;
-}
 
 // 16-byte units, kSiluUnits per thread (see the top). kQuant: q and scales as well (and out only when
 // not null); rows in [rows, padded_rows) are the quantized padding (zeros, scale 1). Without kQuant
@@ -232,7 +205,7 @@ __global__ void __launch_bounds__(kSiluThreads)
           for (int i = 0; i < kChunk; ++i) h[i] = 0.0f;  // padding rows: zeros, scale 1
         }
         uint2 packed;
-        const float scale = quantize_half_warp_group(h, packed);
+        const float scale = quantize_fp8_half_warp_group(h, packed);
         if (unit < units) {
           *reinterpret_cast<uint2*>(q + row * inter + unit * kChunk) = packed;
           if (unit % kGroupUnits == 0) scales[unit / kGroupUnits * padded_rows + row] = scale;

@@ -80,31 +80,6 @@ __device__ __forceinline__ float block_sum(float value, float (&partials)[32]) {
   return total;
 }
 
-// quantize_fp8_per_token_group's arithmetic for the 8 values of this lane, one sixteenth of a
-// 128-column group held by the 16 lanes of its half-warp. Every lane of the warp must call it (lanes
-// past the row with zeros). Returns the group's scale; `packed` gets the 8 e4m3 bytes in memory order.
-// (elementwise.cu has the same step for silu_mul_quant_fp8.)
-__device__ __forceinline__ float quantize_half_warp_group(const float (&v)[kChunk], uint2& packed) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int e = 0; e < kChunk; ++e) amax = fmaxf(amax, fabsf(v[e]));
-#pragma unroll
-  for (int offset = 8; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
-  float scale = amax / kFp8E4M3Max;
-  if (!(scale > 0.0f)) scale = 1.0f;  // a zero group (or an underflow): any scale gives zeros
-  uint32_t words[2];
-#pragma unroll
-  for (int w = 0; w < 2; ++w) {
-    const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
-        make_float2(v[4 * w] / scale, v[4 * w + 1] / scale), __NV_SATFINITE, __NV_E4M3);
-    const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
-        make_float2(v[4 * w + 2] / scale, v[4 * w + 3] / scale), __NV_SATFINITE, __NV_E4M3);
-    words[w] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
-  }
-  packed = make_uint2(words[0], words[1]);
-  return scale;
-}
-
 // Unit u of x's row, plus the residual's when fused (the sum rounded to bf16: what residual stores).
 template <int kWidth, bool kAddResidual>
 __device__ __forceinline__ void load_unit(const NormArgs& a, int64_t row, int u, float (&v)[kWidth]) {
@@ -146,7 +121,7 @@ __device__ __forceinline__ void write_unit(const NormArgs& a, int64_t row, int u
       for (int e = 0; e < kWidth; ++e) v[e] = 0.0f;
     }
     uint2 packed;
-    const float scale = quantize_half_warp_group(v, packed);
+    const float scale = quantize_fp8_half_warp_group(v, packed);
     if (valid) {
       *reinterpret_cast<uint2*>(a.q + row * a.dim + u * kWidth) = packed;
       if (threadIdx.x % (kQuantGroup / kChunk) == 0) a.scales[u / (kQuantGroup / kChunk) * a.padded_rows + row] = scale;

@@ -1,8 +1,8 @@
 // Private to the CUDA kernels: streamed 16-byte weight loads and packed-word conversions (bf16, e4m3),
-// 16-byte bf16/f32 vector loads and stores with their float conversion,
-// the 2D "row grid" launch shape of the row kernels (elementwise.cu, rope_cache.cu) with its kernel
-// loop, and the host's 16-byte alignment test. Shared by the .cu files of src/backend/cuda; include
-// from .cu files only.
+// 16-byte bf16/f32 vector loads and stores with their float conversion, the 2D "row grid" launch
+// shape of the row kernels (elementwise.cu, rope_cache.cu) with its kernel loop, the FP8 quantization
+// of a half-warp's 128-column group, and the host's 16-byte alignment test. Shared by the .cu files of
+// src/backend/cuda; include from .cu files only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace dsinfer::backend::cuda {
@@ -144,6 +145,31 @@ __device__ __forceinline__ void for_each_row_unit(int64_t units, int64_t rows, B
   const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
   for (int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; row < rows; row += row_step)
     body(unit, row);
+}
+
+// quantize_fp8_per_token_group's arithmetic (fp8_gemm.h) for the 8 values of this lane, one sixteenth
+// of a 128-column group held by the 16 lanes of its half-warp (the fused quantizing kernels of norm.cu
+// and elementwise.cu). Every lane of the warp must call it (lanes past the row with zeros). Returns
+// the group's scale; `packed` gets the 8 e4m3 bytes in memory order.
+__device__ __forceinline__ float quantize_fp8_half_warp_group(const float (&v)[8], uint2& packed) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
+#pragma unroll
+  for (int offset = 8; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  float scale = amax / kFp8E4M3Max;
+  if (!(scale > 0.0f)) scale = 1.0f;  // a zero group (or an underflow): any scale gives zeros
+  uint32_t words[2];
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
+        make_float2(v[4 * w] / scale, v[4 * w + 1] / scale), __NV_SATFINITE, __NV_E4M3);
+    const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
+        make_float2(v[4 * w + 2] / scale, v[4 * w + 3] / scale), __NV_SATFINITE, __NV_E4M3);
+    words[w] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  }
+  packed = make_uint2(words[0], words[1]);
+  return scale;
 }
 
 // ---- host ----
