@@ -32,6 +32,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/prefill_tile.cuh"
 #include "backend/cuda/vector.cuh"
 #include "core/error.h"
 
@@ -235,21 +236,10 @@ __global__ void __launch_bounds__(kFlashThreads) prefill_flash_kernel(Params p) 
   const int g = lane / 4, c = lane % 4;
 
   if (threadIdx.x == 0) {
-    int index = blockIdx.x, sequence = -1, begin = 0, end = 0;
-    for (int b = 0; b < p.num_sequences; ++b) {
-      const int first = p.query_start[b], last = p.query_start[b + 1];
-      const int tiles = (last - first + kBlockQueries - 1) / kBlockQueries;
-      if (index < tiles) {
-        sequence = b;
-        begin = first + (tiles - 1 - index) * kBlockQueries;
-        end = min(begin + kBlockQueries, last);
-        break;
-      }
-      index -= tiles;
-    }
-    tile_sequence = sequence;
-    tile_begin = begin;
-    tile_end = end;
+    const PrefillTile tile = find_prefill_tile<kBlockQueries>(p.query_start, p.num_sequences, blockIdx.x);
+    tile_sequence = tile.sequence;
+    tile_begin = tile.begin;
+    tile_end = tile.end;
     min_position = INT_MAX;
     max_position = -1;
   }

@@ -41,6 +41,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/hopper.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/prefill_tile.cuh"
 #include "backend/cuda/tensor_map.h"
 #include "core/error.h"
 
@@ -162,21 +163,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int row_in_tile = 64 * wg + 16 * (warp % 4) + g;  // a consumer's query rows: +0 and +8
 
   if (threadIdx.x == 0) {
-    int index = blockIdx.x, sequence = -1, begin = 0, end = 0;
-    for (int b = 0; b < p.num_sequences; ++b) {
-      const int first = p.query_start[b], last = p.query_start[b + 1];
-      const int tiles = (last - first + kBlockQ - 1) / kBlockQ;
-      if (index < tiles) {
-        sequence = b;
-        begin = first + (tiles - 1 - index) * kBlockQ;
-        end = min(begin + kBlockQ, last);
-        break;
-      }
-      index -= tiles;
-    }
-    tile_sequence = sequence;
-    tile_begin = begin;
-    tile_end = end;
+    const PrefillTile tile = find_prefill_tile<kBlockQ>(p.query_start, p.num_sequences, blockIdx.x);
+    tile_sequence = tile.sequence;
+    tile_begin = tile.begin;
+    tile_end = tile.end;
     min_position = INT_MAX;
     max_position = -1;
   }
