@@ -2,7 +2,7 @@
 # The GPU tests, in one command, on a machine with an H100 or H200 (DESIGN.md: "GPU tests run on a
 # GPU machine through one script"). `make test` runs everything that needs no GPU; this runs the rest:
 #   1. the conformance harness: every CUDA op against the CPU op at real DeepSeek-V3 shapes, with
-#      the fast kernels and with the reference kernels;
+#      the fast kernels and with the reference kernels; every tiling of the FP8 wgmma GEMMs;
 #   2. the fixture models (bf16, FP8, V2-Lite-like) on the GPU against Hugging Face's logits, CUDA
 #      graph replay against eager execution, and overlapped steps against synchronous ones;
 #   3. the server end to end on the GPU (engine, sampling, streaming, failures, structured output
@@ -36,6 +36,8 @@ step() {  # step NAME COMMAND...: runs it, keeps its log, records a failure
 }
 
 step conformance "$build/src/backend/cuda/cuda_conformance_test"
+# Every tiling of our FP8 wgmma GEMMs (swap-AB and tiled) against the fallback GEMM, M 1 to 4096.
+step fp8-kernels "$build/src/backend/cuda/fp8_gemm_wgmma_check" --no-bench
 step models env DSINFER_TEST_DEVICE=cuda "$build/src/model/model_test"
 step graphs "$build/src/model/decode_graphs_test"
 step overlap "$build/src/runtime/overlap_executor_test"

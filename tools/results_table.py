@@ -41,7 +41,9 @@ HEADLINES = {
                 "grouped_masked_m20_n4096_k7168_weight_tb_s", "grouped_masked_m20_n4096_k7168_vs_deepgemm",
                 "grouped_masked_m192_n4096_k7168_vs_deepgemm",
                 "prefill_attention_8x2048_tflops", "prefill_attention_1x16384_tflops",
-                "prefill_attention_4096_on_4096_prefix_tflops"],
+                "prefill_attention_4096_on_4096_prefix_tflops", "prefill_attention_8x2048_vs_flashinfer",
+                "prefill_attention_1x16384_vs_flashinfer", "prefill_attention_4096_on_4096_prefix_vs_flashinfer",
+                "fp8_gemm_m4096_n4096_k7168_kernel_us", "grouped_masked_m20_n7168_k2048_weight_tb_s"],
     "soak": ["requests_done", "errors", "rss_start_mib", "rss_end_mib", "leaked_pages", "open_connections_end"],
 }
 CONFIG_KEYS = {

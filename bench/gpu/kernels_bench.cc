@@ -12,13 +12,13 @@
 //     batch 64 and 128, cache 1K / 4K / 8K. TFLOP/s counts 2 * heads * cache_len * (576 + 512) per
 //     query token; TB/s the cache bytes read once.
 //   - FP8 block GEMM (GemmRunner::linear with CudaOptions' thresholds, the production path: the
-//     streaming GEMV at 1 row, the fallback GEMV up to fp8_gemv_max_rows, cuBLASLt with DeepSeek's
-//     block scales beyond, activations quantized inside the call), bf16 out, M from 1 to 4096 over
-//     the four (N, K) of ANCHORS.md.
-//     TB/s counts the weight bytes, TFLOP/s 2 * M * N * K; cuBLASLt's block-scaled product at the same M
-//     is timed beside it.
-//   - Masked grouped FP8 GEMM (decode MoE: 32 experts, expected m 20 and 192) through our wgmma kernel's
-//     groups dimension, against DeepGEMM's m_grouped masked figures.
+//     streaming GEMV at 1 row, our swap-AB or tiled wgmma kernels up to fp8_wgmma_max_rows, cuBLASLt
+//     with DeepSeek's block scales beyond, activations quantized inside the call), bf16 out, M from 1
+//     to 4096 over the four (N, K) of ANCHORS.md. TB/s counts the weight bytes, TFLOP/s 2 * M * N * K;
+//     cuBLASLt's block-scaled product at the same M is timed beside it, and from 64 rows our kernel
+//     alone (the DeepGEMM comparison: its figures are kernel times).
+//   - Masked grouped FP8 GEMM (decode MoE: 32 experts, expected m 20 and 192) through the groups
+//     dimension of our tiled or swap-AB kernel, against DeepGEMM's m_grouped masked figures.
 //   - The small ops (small_ops_cases.h): routing, SiLU-mul (+ FP8 quant), add + RMSNorm (+ FP8 quant),
 //     RoPE and the latent-cache write, 1 to 16K tokens, bytes moved against the copy bandwidth.
 //   - Prefill attention (prefill_cases.h): causal, 8 x 2K, 1 x 16K, a 4K chunk on a 4K prefix, TFLOP/s
@@ -32,10 +32,14 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/fp8_gemm_tiled.h"
 #include "backend/cuda/fp8_gemm_wgmma.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/mla_decode.h"
@@ -151,9 +155,50 @@ void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json&
         }
 }
 
-void gemm_cases(Timer& timer, cudaStream_t stream, bool h200, const Ceilings& ceilings, Json& figures, Json& anchors) {
-  std::printf("\nFP8 block GEMM (1x128 activations, 128x128 weights), bf16 out, GemmRunner's production path\n");
-  std::printf("      M      N      K        us   TFLOP/s  weight TB/s   of copy  cuBLASLt us   ratio   DeepGEMM us   ratio\n");
+// Our FP8 kernel alone on activations quantized beforehand, as DeepGEMM's figures are its kernel
+// alone: the tiled kernel where fp8_tiled_preferred says so, else the swap-AB kernel, each with the
+// configuration its chooser picks. Returns {us, the kernel and configuration}.
+std::pair<double, std::string> fp8_kernel_us(Timer& timer, cudaStream_t stream, const bf16* x, const void* w,
+                                             const float* w_scale, void* y, int64_t m, int64_t n, int64_t k,
+                                             int sm_count) {
+  const int64_t t4 = (m + 3) / 4 * 4;
+  Buffer q(size_t(t4) * k), x_scale(size_t(k / 128) * t4 * 4);
+  backend::cuda::quantize_fp8_per_token_group(x, k, m, t4, k, q.get<__nv_fp8_e4m3>(), x_scale.get<float>(), stream);
+  backend::cuda::Fp8WgmmaGemm g;
+  g.w = static_cast<const __nv_fp8_e4m3*>(w);
+  g.w_scale = w_scale;
+  g.q = q.get<__nv_fp8_e4m3>();
+  g.q_rows = t4;
+  g.x_scale = x_scale.get<float>();
+  g.scale_stride = t4;
+  g.group_rows = m;
+  g.y = y;
+  g.n = n;
+  g.k = k;
+  if (backend::cuda::fp8_tiled_preferred(m, n, k, 1, sm_count)) {
+    const backend::cuda::Fp8TiledConfig config = backend::cuda::choose_fp8_tiled_config(m, n, k, 1, sm_count);
+    return {timer.median_us([&] { backend::cuda::fp8_tiled_gemm(g, config, stream); }), config.describe()};
+  }
+  const backend::cuda::Fp8WgmmaTiling tiling = backend::cuda::choose_fp8_wgmma_tiling(m, n, k, 1, sm_count);
+  Buffer workspace(backend::cuda::fp8_wgmma_workspace_bytes(tiling, m, n, 1));
+  const int64_t counters = backend::cuda::fp8_wgmma_tile_counters(tiling, m, n, 1);
+  Buffer tile_counters(size_t(std::max<int64_t>(counters, 1)) * 4);
+  DSINFER_CUDA_CHECK(cudaMemset(tile_counters.get(), 0, tile_counters.bytes()));
+  g.workspace = workspace.get();
+  g.workspace_bytes = workspace.bytes();
+  g.tile_counters = tile_counters.get<int32_t>();
+  g.tile_counter_capacity = counters;
+  return {timer.median_us([&] { backend::cuda::fp8_wgmma_gemm(g, tiling, stream); }), tiling.describe()};
+}
+
+void gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, const Ceilings& ceilings, Json& figures,
+                Json& anchors) {
+  std::printf("\nFP8 block GEMM (1x128 activations, 128x128 weights), bf16 out: GemmRunner's production path\n"
+              "  (quantization + GEMM) beside cuBLASLt's; from 64 rows also our kernel alone (\"kernel us\", the\n"
+              "  tiled or swap-AB kernel and the configuration their choosers pick), which DeepGEMM's kernel-only\n"
+              "  figures are compared with\n");
+  std::printf("      M      N      K        us   TFLOP/s  weight TB/s   of copy  cuBLASLt us   ratio  kernel us  kernel TFLOP/s"
+              "   DeepGEMM us   ratio\n");
   const backend::cuda::CudaOptions defaults;
   backend::cuda::GemmOptions options;  // as the CUDA backend sets them (CudaOptions' defaults)
   options.fp8_fallback_max_rows = defaults.fp8_gemv_max_rows;
@@ -187,6 +232,11 @@ void gemm_cases(Timer& timer, cudaStream_t stream, bool h200, const Ceilings& ce
       args.scratch_bytes = scratch.bytes();
       const double us = timer.median_us([&] { production.linear(args, stream); });
       const double cublas_us = timer.median_us([&] { cublas.linear(args, stream); });
+      double kernel_us = 0;
+      std::string kernel;
+      if (m >= 64)
+        std::tie(kernel_us, kernel) =
+            fp8_kernel_us(timer, stream, x.get<bf16>(), w.get(), scale.get<float>(), y.get(), m, n, k, sm_count);
       const double tflops = 2.0 * m * n * k / us / 1e6, tbs = double(n) * k / us / 1e6;
       double anchor = 0;
       for (const GemmAnchor& a : kDeepGemmH200)
@@ -196,18 +246,27 @@ void gemm_cases(Timer& timer, cudaStream_t stream, bool h200, const Ceilings& ce
       figures[key + "_tflops"] = tflops;
       figures[key + "_weight_tb_s"] = tbs;
       figures[key + "_cublaslt_us"] = cublas_us;
-      const AnchorColumns compared = compare_with_anchor(key, us, h200 ? anchor : 0, "_vs_deepgemm", figures, anchors);
-      std::printf("  %5d %6lld %6lld %9.1f %9.1f %12.2f %8.0f%% %12.1f %7.2f %13s %7s\n", m, static_cast<long long>(n),
+      if (kernel_us > 0) figures[key + "_kernel_us"] = kernel_us;
+      const AnchorColumns compared = compare_with_anchor(key, kernel_us > 0 ? kernel_us : us, h200 ? anchor : 0,
+                                                         "_vs_deepgemm", figures, anchors);
+      std::printf("  %5d %6lld %6lld %9.1f %9.1f %12.2f %8.0f%% %12.1f %7.2f", m, static_cast<long long>(n),
                   static_cast<long long>(k), us, tflops, tbs, 100.0 * tbs / ceilings.copy_tb_s, cublas_us,
-                  cublas_us / us, compared.time.c_str(), compared.ratio.c_str());
+                  cublas_us / us);
+      if (kernel_us > 0) {
+        std::printf(" %10.1f %15.1f", kernel_us, 2.0 * m * n * k / kernel_us / 1e6);
+      } else {
+        std::printf(" %10s %15s", "", "");
+      }
+      std::printf(" %13s %7s   %s\n", compared.time.c_str(), compared.ratio.c_str(), kernel.c_str());
     }
   }
   std::printf("  (ceilings of this run: FP8 GEMM %.0f TFLOP/s, copy %.2f TB/s)\n", ceilings.fp8_tflops, ceilings.copy_tb_s);
 }
 
 // Decode MoE's masked grouped FP8 GEMM: 32 experts, each with its own row count (drawn around the
-// expected m) in a group padded to group_rows, through our wgmma kernel's groups dimension
-// (fp8_gemm_wgmma.h, the tiling its chooser picks). DeepGEMM's m_grouped masked figures of
+// expected m) in a group padded to group_rows, through the groups dimension of our tiled kernel
+// (fp8_gemm_tiled.h) where fp8_tiled_preferred says so, else of the swap-AB one (fp8_gemm_wgmma.h),
+// with the configuration their choosers pick. DeepGEMM's m_grouped masked figures of
 // ANCHORS.md are the anchor; TB/s counts every expert's weights once.
 void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, const Ceilings& ceilings,
                         Json& figures, Json& anchors) {
@@ -246,6 +305,9 @@ void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h2
     g.n = c.n;
     g.k = c.k;
     g.groups = kExperts;
+    const bool tiled = backend::cuda::fp8_tiled_preferred(group_rows, c.n, c.k, kExperts, sm_count);
+    const backend::cuda::Fp8TiledConfig config =
+        backend::cuda::choose_fp8_tiled_config(group_rows, c.n, c.k, kExperts, sm_count);
     const backend::cuda::Fp8WgmmaTiling tiling =
         backend::cuda::choose_fp8_wgmma_tiling(group_rows, c.n, c.k, kExperts, sm_count);
     Buffer workspace(backend::cuda::fp8_wgmma_workspace_bytes(tiling, group_rows, c.n, kExperts));
@@ -256,7 +318,13 @@ void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h2
     g.workspace_bytes = workspace.bytes();
     g.tile_counters = tile_counters.get<int32_t>();
     g.tile_counter_capacity = counters;
-    const double us = timer.median_us([&] { backend::cuda::fp8_wgmma_gemm(g, tiling, stream); });
+    const double us = timer.median_us([&] {
+      if (tiled) {
+        backend::cuda::fp8_tiled_gemm(g, config, stream);
+      } else {
+        backend::cuda::fp8_wgmma_gemm(g, tiling, stream);
+      }
+    });
     const double tbs = double(kExperts) * c.n * c.k / us / 1e6;
     const std::string key = str_cat("grouped_masked_m", c.m, "_n", c.n, "_k", c.k);
     figures[key + "_us"] = us;
@@ -265,7 +333,7 @@ void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h2
         compare_with_anchor(key, us, h200 ? c.deepgemm_us : 0, "_vs_deepgemm", figures, anchors);
     std::printf("  %10d %6d %6d %11lld %9.1f %12.2f %7.0f%% %13s %7s   (%s)\n", c.m, c.n, c.k,
                 static_cast<long long>(group_rows), us, tbs, 100 * tbs / ceilings.copy_tb_s, compared.time.c_str(),
-                compared.ratio.c_str(), tiling.describe().c_str());
+                compared.ratio.c_str(), tiled ? config.describe().c_str() : tiling.describe().c_str());
   }
 }
 
@@ -300,7 +368,7 @@ int run(int argc, char** argv) {
     figures["timing_floor_us"] = floor_us;
     std::printf("timing floor (CUDA events around a 4-byte memset after the L2 flush): %.1f us\n", floor_us);
     mla_cases(timer, stream, prop.multiProcessorCount, h200, figures, anchors);
-    gemm_cases(timer, stream, h200, ceilings, figures, anchors);
+    gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
     grouped_gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
     small_op_cases(timer, stream, ceilings, figures);
     prefill_attention_cases(timer, stream, ceilings, figures);

@@ -34,11 +34,12 @@ struct CudaOptions {
   // the wgmma kernel below: from 2 rows on it is level or ahead of the GEMV on three of the four
   // shapes (H200, us, GEMV / wgmma at 2 rows: 14.0 / 12.1, 17.7 / 18.9, 30.3 / 21.2, 14.0 / 14.2).
   int64_t fp8_gemv_max_rows = 1;
-  // FP8 linears with more rows than that and at most this many take our swap-AB TMA + wgmma kernel
-  // (fp8_gemm_wgmma.h; GemmOptions::fp8_wgmma_max_rows), beyond it cuBLASLt; 0: never. H200,
-  // fp8_gemm_wgmma_check, cuBLASLt / ours over the four shapes: 1.1-1.6x at 2-16 rows, 0.98-1.18x
-  // at 24-32, 0.88-1.03x at 48-64. Hence 32.
-  int64_t fp8_wgmma_max_rows = 32;
+  // FP8 linears with more rows than that and at most this many take our TMA + wgmma kernels
+  // (GemmOptions::fp8_wgmma_max_rows: swap-AB fp8_gemm_wgmma.h to 32 rows, then fp8_gemm_tiled.h
+  // where fp8_tiled_preferred says so), beyond it cuBLASLt; 0: never. H200, fp8_gemm_wgmma_check,
+  // 2026-11-25, quantization + kernel against quantization + cuBLASLt over the five shapes: ours
+  // faster at 1-32 rows (1.0-1.9x), level at 64, cuBLASLt faster on most shapes from 128. Hence 64.
+  int64_t fp8_wgmma_max_rows = 64;
   // bf16 products with one token row (linears, the LM head, absorbed MLA's per-head products) run
   // gemv.h's weight-streaming kernel instead of cuBLASLt (GemmOptions::bf16_fallback_max_rows; more
   // rows up to this many take fp8_gemm.h's fallback); 0: never. (One-row FP8 products take it too

@@ -22,7 +22,11 @@
 //   used); grid.x covers a row (V3's I = 2048: 256 units, one block), grid.y the rows (<= 65535,
 //   looping beyond). The quantized form's 128-column group is 16 consecutive units, the 16 lanes of
 //   one half-warp: amax by 4 shuffle steps, each lane stores its 8 e4m3 bytes, the half's first lane
-//   the scale.
+//   the scale; padding rows store zeros and scale 1 without the arithmetic. The quantized form is
+//   bound by instruction issue, not bytes (~35 instructions an element with a full division per
+//   SiLU and per quotient): SiLU's gate / (1 + exp(-gate)) takes the division's own fast path for a
+//   unit when all 8 gates are in range (silu_times_unit), one branch a unit instead of a range check
+//   and branch an element, with the division's bits; bf16 accesses are single 16-byte instructions.
 //   flat ops (add_inplace, conversions): one 8-element chunk per thread, grid-stride loop.
 #include "backend/cuda/elementwise.h"
 
@@ -153,14 +157,67 @@ __global__ void silu_mul_scalar_kernel(const bf16* __restrict__ x, bf16* __restr
   for_each_row_unit(inter, tokens, body);
 }
 
+// silu_times for the 8 values of a unit, the same bits. gate / d (d = 1 + exp(-gate)) is the
+// division's own fast path (nvcc's div.rn for sm_90: MUFU.RCP and one Newton step for 1 / d, q0 =
+// gate / d approximately, the remainder gate - d q0 exact by FMA, one correction) without its
+// per-element range check (FCHK) and branch to a subroutine: when 2^-60 <= |gate| <= 27 for all 8,
+// d is in [1, 2^40) and every operand, the remainder and the quotient (>= 2^-100) are normal, where
+// that check passes. Any other gate (0, tiny, large, inf, NaN: rare) takes the divisions themselves.
+__device__ __forceinline__ void silu_times_unit(float (&gate)[kChunk], const float (&up)[kChunk]) {
+  float denominator[kChunk];
+  bool inside = true;
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) {
+    denominator[i] = 1.0f + expf(-gate[i]);
+    inside &= fabsf(gate[i]) >= 0x1p-60f && fabsf(gate[i]) <= 27.0f;  // false for NaN
+  }
+  if (inside) {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      const float d = denominator[i];
+      float approximate;
+      asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(approximate) : "f"(d));
+      const float y = __fmaf_rn(approximate, __fmaf_rn(-d, approximate, 1.0f), approximate);
+      const float q0 = __fmaf_rn(gate[i], y, 0.0f);
+      gate[i] = __fmul_rn(__fmaf_rn(y, __fmaf_rn(-d, q0, gate[i]), q0), up[i]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) gate[i] = gate[i] / denominator[i] * up[i];
+  }
+}
+
+// 8 bf16 from a 16-byte word as floats (exact), the lower-addressed first.
+__device__ __forceinline__ void unpack_words(const uint4& raw, float (&out)[kChunk]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = bf16_low(words[i]);
+    out[2 * i + 1] = bf16_high(words[i]);
+  }
+}
+
+// 8 floats rounded to bf16 (nearest even) as one 16-byte word, the first in the low half of .x
+// (pack_bf16x8's bits; a Bf16x8 store compiles to four 4-byte stores, a uint4 to one).
+__device__ __forceinline__ uint4 pack_words(const float (&in)[kChunk]) {
+  uint32_t words[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat162 two = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+    words[i] = static_cast<uint32_t>(__bfloat16_as_ushort(two.x)) |
+               static_cast<uint32_t>(__bfloat16_as_ushort(two.y)) << 16;
+  }
+  return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
 constexpr int kSiluThreads = 128;
 constexpr int kSiluUnits = 2;  // 16-byte units per thread
 constexpr int kQuantGroup = 128;  // columns per FP8 scale (kFp8Block in fp8_gemm.h)
 constexpr int kGroupUnits = kQuantGroup / kChunk;  // 16: half a warp
 
 // 16-byte units, kSiluUnits per thread (see the top). kQuant: q and scales as well (and out only when
-// not null); rows in [rows, padded_rows) are the quantized padding (zeros, scale 1). Without kQuant
-// padded_rows == rows.
+// not null); rows in [rows, padded_rows) are the quantized padding (zeros, scale 1: what quantizing
+// zeros gives). Without kQuant padded_rows == rows.
 template <bool kQuant>
 __global__ void __launch_bounds__(kSiluThreads)
     silu_mul_vector_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, __nv_fp8_e4m3* __restrict__ q,
@@ -169,44 +226,54 @@ __global__ void __launch_bounds__(kSiluThreads)
   const int64_t units = inter / kChunk;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * (kSiluThreads * kSiluUnits) + threadIdx.x;
   for (int64_t row = blockIdx.y; row < padded_rows; row += gridDim.y) {
-    const bool real = row < rows;  // the same for the whole block
-    const Bf16x8* gate = reinterpret_cast<const Bf16x8*>(x + row * 2 * inter);
-    const Bf16x8* up = gate + units;
-    Bf16x8 raw_gate[kSiluUnits], raw_up[kSiluUnits];
+    if (kQuant && row >= rows) {  // the whole block: a padding row
+#pragma unroll
+      for (int j = 0; j < kSiluUnits; ++j) {
+        const int64_t unit = first + j * kSiluThreads;
+        if (unit < units) {
+          *reinterpret_cast<uint2*>(q + row * inter + unit * kChunk) = make_uint2(0u, 0u);
+          if (unit % kGroupUnits == 0) scales[unit / kGroupUnits * padded_rows + row] = 1.0f;
+        }
+      }
+      continue;
+    }
+    // One 16-byte load per unit and half (ld.global.nc.v4; a Bf16x8 copy compiled to four 4-byte loads).
+    const uint4* gate = reinterpret_cast<const uint4*>(x + row * 2 * inter);
+    const uint4* up = gate + units;
+    uint4 raw_gate[kSiluUnits], raw_up[kSiluUnits];
 #pragma unroll
     for (int j = 0; j < kSiluUnits; ++j) {
       const int64_t unit = first + j * kSiluThreads;
-      if (real && unit < units) {
-        raw_gate[j] = gate[unit];
-        raw_up[j] = up[unit];
+      if (unit < units) {
+        raw_gate[j] = __ldg(gate + unit);
+        raw_up[j] = __ldg(up + unit);
       }
     }
 #pragma unroll
     for (int j = 0; j < kSiluUnits; ++j) {
       const int64_t unit = first + j * kSiluThreads;
-      const bool valid = real && unit < units;
+      const bool valid = unit < units;
       float h[kChunk];
       if (valid) {
         float u[kChunk];
-        unpack_bf16x8(raw_gate[j], h);
-        unpack_bf16x8(raw_up[j], u);
-#pragma unroll
-        for (int i = 0; i < kChunk; ++i) h[i] = silu_times(h[i], u[i]);
+        unpack_words(raw_gate[j], h);
+        unpack_words(raw_up[j], u);
+        silu_times_unit(h, u);
       }
       if constexpr (!kQuant) {
-        if (valid) reinterpret_cast<Bf16x8*>(out + row * inter)[unit] = pack_bf16x8(h);
+        if (valid) reinterpret_cast<uint4*>(out + row * inter)[unit] = pack_words(h);
       } else {
         if (valid) {
-          const Bf16x8 rounded = pack_bf16x8(h);  // h as silu_mul stores it
-          if (out != nullptr) reinterpret_cast<Bf16x8*>(out + row * inter)[unit] = rounded;
-          unpack_bf16x8(rounded, h);  // quantize the bf16 values, as quantize_fp8_per_token_group would
+          const uint4 rounded = pack_words(h);  // h as silu_mul stores it
+          if (out != nullptr) reinterpret_cast<uint4*>(out + row * inter)[unit] = rounded;
+          unpack_words(rounded, h);  // quantize the bf16 values, as quantize_fp8_per_token_group would
         } else {
 #pragma unroll
-          for (int i = 0; i < kChunk; ++i) h[i] = 0.0f;  // padding rows: zeros, scale 1
+          for (int i = 0; i < kChunk; ++i) h[i] = 0.0f;  // past the row (a partial block): unused zeros
         }
         uint2 packed;
         const float scale = quantize_fp8_half_warp_group(h, packed);
-        if (unit < units) {
+        if (valid) {
           *reinterpret_cast<uint2*>(q + row * inter + unit * kChunk) = packed;
           if (unit % kGroupUnits == 0) scales[unit / kGroupUnits * padded_rows + row] = scale;
         }

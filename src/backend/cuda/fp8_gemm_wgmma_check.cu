@@ -1,8 +1,9 @@
 // fp8_gemm_wgmma_check: is every tiling of the FP8 swap-AB wgmma GEMM (fp8_gemm_wgmma.h) right, and
 // how fast is it beside cuBLASLt at DeepSeek-V3's small-M shapes? A standalone GPU program, not a
-// ctest test (~1 GB of GPU memory).
+// ctest test (a few GB of GPU memory).
 //
 //   build/src/backend/cuda/fp8_gemm_wgmma_check [--runs N] [--no-bench] [--chosen-only] [--only N,K]
+//                                               [--m M,M,...]   (token counts; default the list below)
 //
 // Test data that makes the reference exact: weights random e4m3 with random positive block scales;
 // activations given already quantized, q random e4m3 with one element of every 128-column group at
@@ -12,13 +13,15 @@
 // tensor cores' FP8 accumulation (and, for a bf16 y, its rounding). Rows past a group's count hold
 // NaN codes and NaN scales in q; they must not reach any written output.
 //
-// For each (N, K) and M in {1, 2, 4, 5, 8, 16, 24, 32, 33, 48, 64, 128, 256}: the chosen tiling
+// For each (N, K) and M in {1, 2, 4, 5, 8, 16, 24, 32, 33, 48, 64, 96, 128, 200, 256, 512, 1024,
+// 4096}: the chosen tiling
 // and the others (both tile heights, bn of M and 64, splits 1, 2, 3, 4, 8, short rings), each
 // against the reference: every y element within 2^-8 |ref| (bf16 y; 1e-5 for f32) + 1e-3 rms(ref),
 // NMSE <= 1e-5, y untouched outside [M, N] (stride gap and guard rows keep their 0xff bytes), two
 // runs bitwise equal, the split-K counters back at zero, and a CUDA graph replay (split-K) equal to
-// the eager run. The chosen tiling also with an f32 y. Grouped (masked MoE layout): G = 3 groups of
-// 64 rows with counts {0, 7, 64} on the device. Through GemmRunner: the wgmma path (quantization +
+// the eager run. The chosen tiling also with an f32 y. From M = 33 on, the tiled kernel
+// (fp8_gemm_tiled.h) too, in several configurations. Grouped (masked MoE layout): 3 groups of 64
+// rows with counts {0, 7, 64}, and 4 of 256 with {0, 130, 256, 7}, on the device. Through GemmRunner: the wgmma path (quantization +
 // kernel, launched programmatically; also replayed from a CUDA graph) must match the reference too;
 // cuBLASLt's NMSE is printed for information.
 //
@@ -48,6 +51,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/fp8_gemm_tiled.h"
 #include "backend/cuda/fp8_gemm_wgmma.h"
 #include "backend/cuda/gemm.h"
 #include "core/dtype.h"
@@ -75,11 +79,15 @@ constexpr Shape kShapes[] = {{"down (7168, 2048)", 7168, 2048},
                              {"q_b (24576, 1536)", 24576, 1536},
                              {"q_a+kv_a (2112, 7168)", 2112, 7168},
                              {"kv_a (576, 7168)", 576, 7168}};
-constexpr int64_t kTokenCounts[] = {1, 2, 4, 5, 8, 16, 24, 32, 33, 48, 64, 128, 256};
+constexpr int64_t kTokenCounts[] = {1, 2, 4, 5, 8, 16, 24, 32, 33, 48, 64, 96, 128, 200, 256, 512, 1024, 4096};
 // Masked grouped layout (decode MoE): these shapes' experts.
 constexpr Shape kGroupedShapes[] = {{"experts gate_up (4096, 7168)", 4096, 7168},
                                     {"experts down (7168, 2048)", 7168, 2048}};
-constexpr int kGroupRows[] = {0, 7, 64};
+struct GroupedLayout {
+  int64_t group_rows;
+  std::vector<int> counts;
+};
+const GroupedLayout kGroupedLayouts[] = {{64, {0, 7, 64}}, {256, {0, 130, 256, 7}}};
 
 class Buffer {
  public:
@@ -327,29 +335,66 @@ Comparison compare(const std::vector<uint8_t>& y, const YLayout& layout, const s
 
 int bn_for(int64_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 
+// One way to run the product: a swap-AB tiling (fp8_gemm_wgmma.h) or a tiled configuration
+// (fp8_gemm_tiled.h).
+struct Candidate {
+  bool tiled = false;
+  Fp8WgmmaTiling tiling;
+  Fp8TiledConfig config;
+  std::string describe() const { return tiled ? config.describe() : tiling.describe(); }
+  bool split() const { return !tiled && tiling.splits > 1; }
+  size_t workspace_bytes(int64_t max_m, int64_t n, int64_t groups) const {
+    return tiled ? 0 : fp8_wgmma_workspace_bytes(tiling, max_m, n, groups);
+  }
+  void launch(const Fp8WgmmaGemm& g, cudaStream_t stream) const {
+    if (tiled) {
+      fp8_tiled_gemm(g, config, stream);
+    } else {
+      fp8_wgmma_gemm(g, tiling, stream);
+    }
+  }
+};
+
 bool same(const Fp8WgmmaTiling& a, const Fp8WgmmaTiling& b) {
   return a.bn == b.bn && a.rows == b.rows && a.splits == b.splits && a.stages == b.stages;
 }
 
-std::vector<Fp8WgmmaTiling> tilings_for(int64_t max_m, int64_t n, int64_t k, int64_t groups, int sms,
-                                        bool chosen_only) {
+// The chosen swap-AB tiling first, then (unless chosen_only) the other swap-AB tilings up to 256
+// rows, then the tiled configurations from 33 rows on.
+std::vector<Candidate> candidates_for(int64_t max_m, int64_t n, int64_t k, int64_t groups, int sms, bool chosen_only) {
   const Fp8WgmmaTiling chosen = choose_fp8_wgmma_tiling(max_m, n, k, groups, sms);
-  std::vector<Fp8WgmmaTiling> out = {chosen};
+  std::vector<Candidate> out = {{false, chosen, {}}};
+  if (max_m > 32) out.push_back({true, {}, choose_fp8_tiled_config(max_m, n, k, groups, sms)});
   if (chosen_only) return out;
   auto add = [&](const Fp8WgmmaTiling& t) {
     if (!fp8_wgmma_tiling_valid(t, k)) return;
     if (t.splits > 1 && fp8_wgmma_tile_counters(t, max_m, n, groups) > kFp8WgmmaMaxSplitTiles) return;
-    for (const Fp8WgmmaTiling& have : out)
-      if (same(have, t)) return;
-    out.push_back(t);
+    for (const Candidate& have : out)
+      if (!have.tiled && same(have.tiling, t)) return;
+    out.push_back({false, t, {}});
   };
-  std::vector<int> bns = {bn_for(max_m)};
-  if (bns[0] != 64) bns.push_back(64);
-  for (int bn : bns)
-    for (int rows : {64, 128})
-      for (int splits : {1, 2, 3, 4, 8}) add({bn, rows, splits, chosen.stages});
-  add({chosen.bn, chosen.rows, chosen.splits, 2});  // the ring wraps on every K block
-  add({chosen.bn, chosen.rows, chosen.splits, 3});
+  if (max_m <= 256) {
+    std::vector<int> bns = {bn_for(max_m)};
+    if (bns[0] != 64) bns.push_back(64);
+    for (int bn : bns)
+      for (int rows : {64, 128})
+        for (int splits : {1, 2, 3, 4, 8}) add({bn, rows, splits, chosen.stages});
+    add({chosen.bn, chosen.rows, chosen.splits, 2});  // the ring wraps on every K block
+    add({chosen.bn, chosen.rows, chosen.splits, 3});
+  }
+  if (max_m > 32) {
+    const Fp8TiledConfig picked = choose_fp8_tiled_config(max_m, n, k, groups, sms);
+    for (int bm : {64, 128, 256})
+      for (int bn : {64, 128})
+        for (int stages : {0, 3, 4}) {
+          const Fp8TiledConfig c{bm, bn, stages, 0};
+          if (!fp8_tiled_config_valid(c) || (c.bm == picked.bm && c.bn == picked.bn && c.stages == picked.stages))
+            continue;
+          if ((bm == 64 && max_m > 1024) || (bm == 256 && max_m < 128)) continue;
+          out.push_back({true, {}, c});
+        }
+    out.push_back({true, {}, {picked.bm, picked.bn, picked.stages, sms / 2}});  // fewer blocks than SMs
+  }
   return out;
 }
 
@@ -360,6 +405,7 @@ struct Context {
   bool bench;
   bool chosen_only;
   int sms;
+  std::vector<int64_t> token_counts;
   Buffer counters{kFp8WgmmaMaxSplitTiles * sizeof(int32_t)};
   int failures = 0;
 };
@@ -383,11 +429,11 @@ bool counters_zero(Context& ctx) {
 }
 
 // Checks one tiling (and times it); returns its median us (0 without --bench).
-double check_tiling(Context& ctx, const Problem& p, const Fp8WgmmaTiling& tiling, bool f32, bool is_chosen) {
+double check_tiling(Context& ctx, const Problem& p, const Candidate& tiling, bool f32, bool is_chosen) {
   ctx.watchdog.at(str_cat(p.name, ", ", tiling.describe(), f32 ? ", f32 y" : ""));
   YLayout layout{p.groups, p.group_rows, p.n, p.n + 8, f32, p.counts};
   Buffer y(layout.bytes());
-  const size_t workspace_bytes = fp8_wgmma_workspace_bytes(tiling, p.group_rows, p.n, p.groups);
+  const size_t workspace_bytes = tiling.workspace_bytes(p.group_rows, p.n, p.groups);
   Buffer workspace(workspace_bytes);
   Fp8WgmmaGemm g;
   g.w = p.w;
@@ -413,7 +459,7 @@ double check_tiling(Context& ctx, const Problem& p, const Fp8WgmmaTiling& tiling
   auto run_once = [&] {
     DSINFER_CUDA_CHECK(cudaMemsetAsync(y.get(), kSentinel, y.bytes(), ctx.stream));
     DSINFER_CUDA_CHECK(cudaMemsetAsync(workspace.get(), 0xff, workspace.bytes(), ctx.stream));  // NaN partials
-    fp8_wgmma_gemm(g, tiling, ctx.stream);
+    tiling.launch(g, ctx.stream);
     DSINFER_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
     return bytes_to_host(y.get(), y.bytes());
   };
@@ -423,13 +469,13 @@ double check_tiling(Context& ctx, const Problem& p, const Fp8WgmmaTiling& tiling
   const bool deterministic = first == second;
   const bool counters_ok = counters_zero(ctx);
   bool graph_ok = true;
-  if (tiling.splits > 1) {  // replays must find the counters zero: each launch resets them
+  if (tiling.split() || tiling.tiled) {  // split-K replays must find the counters zero: each launch resets them
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     DSINFER_CUDA_CHECK(cudaMemsetAsync(y.get(), kSentinel, y.bytes(), ctx.stream));
     DSINFER_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
     DSINFER_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
-    fp8_wgmma_gemm(g, tiling, ctx.stream);
+    tiling.launch(g, ctx.stream);
     DSINFER_CUDA_CHECK(cudaStreamEndCapture(ctx.stream, &graph));
     DSINFER_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     for (int replay = 0; replay < 3; ++replay) DSINFER_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream));
@@ -442,14 +488,15 @@ double check_tiling(Context& ctx, const Problem& p, const Fp8WgmmaTiling& tiling
   if (!ok) ++ctx.failures;
 
   double us = 0;
-  if (ctx.bench && !f32) us = ctx.timer.median_us([&] { fp8_wgmma_gemm(g, tiling, ctx.stream); });
+  if (ctx.bench && !f32) us = ctx.timer.median_us([&] { tiling.launch(g, ctx.stream); });
   const double weight_bytes = static_cast<double>(p.groups * p.n * p.k) +
                               4.0 * p.groups * ((p.n + kBlock - 1) / kBlock) * (p.k / kBlock);
   std::string line = str_cat("  ", tiling.describe(), f32 ? " (f32 y)" : "");
-  line.resize(std::max<size_t>(line.size(), 38), ' ');
+  line.resize(std::max<size_t>(line.size(), 48), ' ');
   if (us > 0) {
-    char timing[64];
-    std::snprintf(timing, sizeof(timing), "%8.2f us %5.2f TB/s  ", us, weight_bytes / us / 1e6);
+    char timing[96];
+    std::snprintf(timing, sizeof(timing), "%8.2f us %5.2f TB/s %6.0f TFLOP/s  ", us, weight_bytes / us / 1e6,
+                  2.0 * p.groups * p.group_rows * p.n * p.k / us / 1e6);
     line += timing;
   }
   line += c.describe();
@@ -513,7 +560,7 @@ std::pair<double, double> check_runner(Context& ctx, const Problem& p, const bf1
   ctx.watchdog.at(str_cat(p.name, ", GemmRunner"));
   GemmOptions wgmma_options;
   wgmma_options.fp8_fallback_max_rows = 0;
-  wgmma_options.fp8_wgmma_max_rows = 256;
+  wgmma_options.fp8_wgmma_max_rows = int64_t{1} << 30;
   GemmOptions cublas_options;
   cublas_options.fp8_wgmma_max_rows = 0;
   GemmRunner wgmma_runner(wgmma_options), cublas_runner(cublas_options);
@@ -581,7 +628,7 @@ void dense_cases(Context& ctx, const Shape& shape) {
   fill_weight_scales<<<64, 256, 0, ctx.stream>>>(w_scale.get<float>(), scale_count, 12);
   DSINFER_CUDA_CHECK_LAUNCH();
   const double weight_bytes = static_cast<double>(n * k + 4 * scale_count);
-  for (int64_t m : kTokenCounts) {
+  for (int64_t m : ctx.token_counts) {
     Problem p;
     p.name = str_cat(shape.name, " M ", m);
     p.n = n, p.k = k, p.groups = 1, p.group_rows = m;
@@ -595,13 +642,17 @@ void dense_cases(Context& ctx, const Shape& shape) {
     std::printf("\n%s, M %lld: chosen %s\n", shape.name, static_cast<long long>(m), chosen.describe().c_str());
     double chosen_us = 0, best_us = 1e30;
     std::string best;
-    for (const Fp8WgmmaTiling& t : tilings_for(m, n, k, 1, ctx.sms, ctx.chosen_only)) {
-      const bool is_chosen = same(t, chosen);
-      const double us = check_tiling(ctx, p, t, false, is_chosen);
+    const std::vector<Candidate> candidates = candidates_for(m, n, k, 1, ctx.sms, ctx.chosen_only);
+    // GemmRunner's pick: the first candidate of the kernel its options give this M.
+    const bool runner_tiled = m >= GemmOptions{}.fp8_tiled_min_rows && fp8_tiled_preferred(m, n, k, 1, ctx.sms);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const bool is_chosen = i == (runner_tiled ? 1 : 0);
+      const double us = check_tiling(ctx, p, candidates[i], false, is_chosen);
       if (is_chosen) chosen_us = us;
-      if (us > 0 && us < best_us) best_us = us, best = t.describe();
+      if (us > 0 && us < best_us) best_us = us, best = candidates[i].describe();
     }
-    check_tiling(ctx, p, chosen, true, true);
+    check_tiling(ctx, p, candidates[0], true, !runner_tiled);
+    if (candidates.size() > 1 && candidates[1].tiled) check_tiling(ctx, p, candidates[1], true, runner_tiled);
     const auto [runner_us, cublas_us] = check_runner(ctx, p, x.get<bf16>());
     if (ctx.bench) {
       std::printf("  => kernel %.2f us (%.2f TB/s, best %s %.2f us) | GemmRunner: wgmma path %.2f us, cuBLASLt %.2f us,"
@@ -612,8 +663,9 @@ void dense_cases(Context& ctx, const Shape& shape) {
   }
 }
 
-void grouped_cases(Context& ctx, const Shape& shape) {
-  const int64_t n = shape.n, k = shape.k, groups = std::size(kGroupRows), group_rows = 64;
+void grouped_cases(Context& ctx, const Shape& shape, const GroupedLayout& grouped) {
+  const int64_t n = shape.n, k = shape.k, groups = static_cast<int64_t>(grouped.counts.size()),
+                group_rows = grouped.group_rows;
   const int64_t scale_count = groups * (n + kBlock - 1) / kBlock * (k / kBlock);
   Buffer w(groups * n * k), w_scale(scale_count * 4), device_counts(groups * sizeof(int32_t));
   fill_weights<<<1024, 256, 0, ctx.stream>>>(w.get<fp8>(), groups * n * k, 21);
@@ -624,18 +676,21 @@ void grouped_cases(Context& ctx, const Shape& shape) {
   p.n = n, p.k = k, p.groups = groups, p.group_rows = group_rows;
   p.q_rows = groups * group_rows;
   p.scale_stride = groups * group_rows + 4;
-  p.counts.assign(std::begin(kGroupRows), std::end(kGroupRows));
+  p.counts = grouped.counts;
   DSINFER_CUDA_CHECK(
       cudaMemcpy(device_counts.get(), p.counts.data(), groups * sizeof(int32_t), cudaMemcpyHostToDevice));
   p.w = w.get<fp8>(), p.w_scale = w_scale.get<float>(), p.device_counts = device_counts.get<int32_t>();
   Buffer q(p.q_rows * k), x_scale((k / kBlock) * p.scale_stride * 4), x(groups * group_rows * k * 2);
   prepare(ctx, p, q, x_scale, x, 7);
   const Fp8WgmmaTiling chosen = choose_fp8_wgmma_tiling(group_rows, n, k, groups, ctx.sms);
-  std::printf("\n%s, %lld groups of %lld rows, counts {0, 7, 64}: chosen %s\n", shape.name,
-              static_cast<long long>(groups), static_cast<long long>(group_rows), chosen.describe().c_str());
-  for (const Fp8WgmmaTiling& t : tilings_for(group_rows, n, k, groups, ctx.sms, ctx.chosen_only))
-    check_tiling(ctx, p, t, false, same(t, chosen));
-  check_tiling(ctx, p, chosen, true, true);
+  std::string counts;
+  for (int c : grouped.counts) counts += str_cat(counts.empty() ? "" : ", ", c);
+  std::printf("\n%s, %lld groups of %lld rows, counts {%s}: chosen %s\n", shape.name, static_cast<long long>(groups),
+              static_cast<long long>(group_rows), counts.c_str(), chosen.describe().c_str());
+  const std::vector<Candidate> candidates = candidates_for(group_rows, n, k, groups, ctx.sms, ctx.chosen_only);
+  for (size_t i = 0; i < candidates.size(); ++i) check_tiling(ctx, p, candidates[i], false, i == 0);
+  check_tiling(ctx, p, candidates[0], true, true);
+  if (candidates.size() > 1 && candidates[1].tiled) check_tiling(ctx, p, candidates[1], true, false);
 }
 
 int run(Context& ctx, const std::vector<Shape>& shapes) {
@@ -652,7 +707,8 @@ int run(Context& ctx, const std::vector<Shape>& shapes) {
   for (const Shape& shape : kGroupedShapes) {
     bool wanted = false;
     for (const Shape& s : shapes) wanted |= s.n == shape.n && s.k == shape.k;
-    if (wanted) grouped_cases(ctx, shape);
+    if (wanted)
+      for (const GroupedLayout& grouped : kGroupedLayouts) grouped_cases(ctx, shape, grouped);
   }
   std::printf("\n%s\n", ctx.failures == 0 ? "all checks match" : str_cat(ctx.failures, " checks FAILED").c_str());
   return ctx.failures == 0 ? 0 : 1;
@@ -666,6 +722,7 @@ int main(int argc, char** argv) {
   int runs = 20;
   bool bench = true, chosen_only = false;
   std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
+  std::vector<int64_t> token_counts(std::begin(kTokenCounts), std::end(kTokenCounts));
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = std::max(3, std::atoi(argv[++i]));
@@ -673,6 +730,17 @@ int main(int argc, char** argv) {
       bench = false;
     } else if (std::strcmp(argv[i], "--chosen-only") == 0) {
       chosen_only = true;
+    } else if (std::strcmp(argv[i], "--m") == 0 && i + 1 < argc) {
+      token_counts.clear();
+      for (const char* p = argv[++i]; *p != '\0';) {
+        char* end = nullptr;
+        token_counts.push_back(std::strtoll(p, &end, 10));
+        if (end == p || token_counts.back() <= 0) {
+          std::fprintf(stderr, "fp8_gemm_wgmma_check: --m wants a comma-separated list of token counts\n");
+          return 2;
+        }
+        p = *end == ',' ? end + 1 : end;
+      }
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       long long n = 0, k = 0;
       if (std::sscanf(argv[++i], "%lld,%lld", &n, &k) != 2) {
@@ -681,7 +749,7 @@ int main(int argc, char** argv) {
       }
       std::erase_if(shapes, [&](const Shape& s) { return s.n != n || s.k != k; });
     } else {
-      std::fprintf(stderr, "usage: fp8_gemm_wgmma_check [--runs N] [--no-bench] [--chosen-only] [--only N,K]\n");
+      std::fprintf(stderr, "usage: fp8_gemm_wgmma_check [--runs N] [--no-bench] [--chosen-only] [--only N,K] [--m M,M,...]\n");
       return 2;
     }
   }
@@ -690,7 +758,7 @@ int main(int argc, char** argv) {
     cudaStream_t stream;
     DSINFER_CUDA_CHECK(cudaStreamCreate(&stream));
     Buffer flush(kFlushBytes);
-    Context ctx{stream, Timer{stream, flush, runs}, watchdog, bench, chosen_only, fp8_wgmma_sm_count()};
+    Context ctx{stream, Timer{stream, flush, runs}, watchdog, bench, chosen_only, fp8_wgmma_sm_count(), token_counts};
     const int status = run(ctx, shapes);
     DSINFER_CUDA_CHECK(cudaStreamDestroy(stream));
     return status;

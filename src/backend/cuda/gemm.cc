@@ -45,6 +45,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/fp8_gemm_tiled.h"
 #include "backend/cuda/fp8_gemm_wgmma.h"
 #include "backend/cuda/gemv.h"
 #include "core/log.h"
@@ -460,6 +461,13 @@ bool GemmRunner::State::linear_fp8_wgmma(const LinearArgs& args, cudaStream_t st
   g.tile_counter_capacity = kFp8WgmmaMaxSplitTiles;
   g.programmatic = options.programmatic_fp8_wgmma;
   if (!fp8_wgmma_supported(g)) return false;
+  if (tokens >= options.fp8_tiled_min_rows && fp8_tiled_supported(g) &&
+      fp8_tiled_preferred(tokens, n, k, 1, fp8_wgmma_sm_count())) {
+    const Fp8TiledConfig config = choose_fp8_tiled_config(tokens, n, k, 1, fp8_wgmma_sm_count());
+    quantize_fp8_per_token_group(args.x, args.x_row_stride, tokens, t4, k, q, x_scales, stream);
+    fp8_tiled_gemm(g, config, stream);
+    return true;
+  }
   const Fp8WgmmaTiling tiling = choose_fp8_wgmma_tiling(tokens, n, k, 1, fp8_wgmma_sm_count());
   quantize_fp8_per_token_group(args.x, args.x_row_stride, tokens, t4, k, q, x_scales, stream);
   fp8_wgmma_gemm(g, tiling, stream);

@@ -54,6 +54,9 @@ struct GemmOptions {
   // FP8 weights with fp8_fallback_max_rows < T <= this: activations quantized, then our swap-AB
   // wgmma kernel (fp8_gemm_wgmma.h) instead of cuBLASLt. 0: never (cuBLASLt, as before).
   int64_t fp8_wgmma_max_rows = 32;  // CudaOptions::fp8_wgmma_max_rows says why
+  // Within that path, T >= this takes the tiled kernel (fp8_gemm_tiled.h: tokens on wgmma's M,
+  // persistent tiles up to 256 x 128) where fp8_tiled_preferred says so, instead of the swap-AB one.
+  int64_t fp8_tiled_min_rows = 33;
   // Launch that kernel programmatically: its first weight loads overlap the quantization's tail.
   bool programmatic_fp8_wgmma = true;
   // Every product through the fallback kernel (reference runs, debugging).

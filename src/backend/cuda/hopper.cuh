@@ -2,7 +2,9 @@
 // mla_decode_wgmma.cu and the FP8 wgmma GEMMs. Device code only; include from .cu files.
 //
 // - mbarrier: init, arrive, arrive with an expected transaction count, wait on a phase parity.
-// - TMA: one 2D box of a CUtensorMap into shared memory, its bytes counted on an mbarrier.
+// - TMA: one 2D/3D box of a CUtensorMap into shared memory, its bytes counted on an mbarrier; a 3D
+//   box out of shared memory (bulk-group stores).
+// - cp.async of 4 bytes whose landing is an mbarrier arrival; setmaxnreg.
 // - wgmma: fence / commit / wait, the shared-memory matrix descriptor (128-byte swizzle), and
 //   register fences that keep the compiler from moving accumulator accesses across issue and wait.
 // Every shared-memory address here is a 32-bit shared-window address (smem_address in mma.cuh).
@@ -68,6 +70,48 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
           dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
+}
+
+// ---- TMA stores (bulk groups) ----
+
+// One box of shared memory at `src` to a 3D tensor map at (c0, c1, c2), innermost first; rows and
+// columns past the map's extents are not written.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until this thread's committed bulk stores have read their shared memory (it may be rewritten).
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+// Waits until this thread's committed bulk stores are complete.
+__device__ __forceinline__ void bulk_wait_group() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// ---- cp.async into an mbarrier's phase ----
+
+// 4 bytes from global to shared memory at `dst` (zeros, and no read, when !valid).
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+
+// An arrival on `bar` once every cp.async this thread issued before has landed. noinc: the arrival
+// is one of those the barrier was initialised to expect.
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+// ---- register reallocation between warpgroups (every warp of the warpgroup executes it) ----
+
+template <int kRegisters>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
 // ---- barriers and proxies ----

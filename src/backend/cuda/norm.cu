@@ -27,7 +27,10 @@
 // in flight through the phases where a block-per-row kernel has none.
 // Quantization: a 128-column group is 16 consecutive units, held by the 16 lanes of one half-warp
 // (a thread's units are threadIdx.x + i * blockDim.x, blockDim.x a multiple of 32): its amax is 4
-// shuffle steps, lane 0 of the half writes the scale, each lane stores its 8 e4m3 bytes.
+// shuffle steps, lane 0 of the half writes the scale, each lane stores its 8 e4m3 bytes. A warp
+// wholly past the row skips it (below 1024 rows a thread holds one unit: its other three calls had
+// quantized zeros, each zero division taking the division's slow subroutine).
+// bf16 units are read and written as single 16-byte accesses (load_row_bf16, store_row_bf16).
 #include "backend/cuda/norm.h"
 
 #include <algorithm>
@@ -80,13 +83,46 @@ __device__ __forceinline__ float block_sum(float value, float (&partials)[32]) {
   return total;
 }
 
+// kWidth bf16 as floats and back, as load_bf16 / store_bf16 (vector.cuh) with the same bits, but 8 of
+// them as one 16-byte access (a Bf16x8 copy compiles to four 4-byte accesses).
+template <int kWidth>
+__device__ __forceinline__ void load_row_bf16(const bf16* p, float (&out)[kWidth]) {
+  if constexpr (kWidth == 1) {
+    load_bf16<1>(p, out);
+  } else {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = bf16_low(words[i]);
+      out[2 * i + 1] = bf16_high(words[i]);
+    }
+  }
+}
+
+template <int kWidth>
+__device__ __forceinline__ void store_row_bf16(bf16* p, const float (&in)[kWidth]) {
+  if constexpr (kWidth == 1) {
+    store_bf16<1>(p, in);
+  } else {
+    uint32_t words[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const __nv_bfloat162 two = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);  // pack_bf16x8's rounding
+      words[i] = static_cast<uint32_t>(__bfloat16_as_ushort(two.x)) |
+                 static_cast<uint32_t>(__bfloat16_as_ushort(two.y)) << 16;
+    }
+    *reinterpret_cast<uint4*>(p) = make_uint4(words[0], words[1], words[2], words[3]);
+  }
+}
+
 // Unit u of x's row, plus the residual's when fused (the sum rounded to bf16: what residual stores).
 template <int kWidth, bool kAddResidual>
 __device__ __forceinline__ void load_unit(const NormArgs& a, int64_t row, int u, float (&v)[kWidth]) {
-  load_bf16<kWidth>(a.x + row * a.x_row_stride + u * kWidth, v);
+  load_row_bf16<kWidth>(a.x + row * a.x_row_stride + u * kWidth, v);
   if constexpr (kAddResidual) {
     float r[kWidth];
-    load_bf16<kWidth>(a.residual + row * a.dim + u * kWidth, r);
+    load_row_bf16<kWidth>(a.residual + row * a.dim + u * kWidth, r);
 #pragma unroll
     for (int e = 0; e < kWidth; ++e) v[e] = __bfloat162float(__float2bfloat16(r[e] + v[e]));
   }
@@ -109,13 +145,16 @@ __device__ __forceinline__ void write_unit(const NormArgs& a, int64_t row, int u
     for (int e = 0; e < kWidth; ++e) v[e] = w[e] * (v[e] * inv_rms);
   }
   if constexpr (!kQuant) {
-    if (valid) store_bf16<kWidth>(a.out + row * a.out_row_stride + u * kWidth, v);
+    if (valid) store_row_bf16<kWidth>(a.out + row * a.out_row_stride + u * kWidth, v);
   } else {
     static_assert(kWidth == kChunk, "the fused quantization takes 16-byte units");
+    // A warp wholly past the row (at decode a thread holds one unit: its 3 other calls) has nothing to
+    // quantize; skipping it is warp-uniform, so the shuffles below still see every lane.
+    if (!__any_sync(kFullMask, valid)) return;
     if (valid) {
-      const Bf16x8 rounded = pack_bf16x8(v);  // normed as add_rms_norm_inplace stores it
-      if (a.out != nullptr) *reinterpret_cast<Bf16x8*>(a.out + row * a.out_row_stride + u * kWidth) = rounded;
-      unpack_bf16x8(rounded, v);  // quantize the bf16 values, as quantize_fp8_per_token_group would
+      if (a.out != nullptr) store_row_bf16<kWidth>(a.out + row * a.out_row_stride + u * kWidth, v);
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) v[e] = __bfloat162float(__float2bfloat16(v[e]));  // the bf16 values stored
     } else {
 #pragma unroll
       for (int e = 0; e < kWidth; ++e) v[e] = 0.0f;
@@ -178,14 +217,14 @@ __global__ void __launch_bounds__(kMaxThreads) rms_norm_kernel(const NormArgs a)
 #pragma unroll
     for (int i = 0; i < kUnitsPerThread; ++i) {
       const int u = threadIdx.x + i * blockDim.x;
-      if (u < units) store_bf16<kWidth>(residual_row + u * kWidth, held[i]);  // exact: bf16 values
+      if (u < units) store_row_bf16<kWidth>(residual_row + u * kWidth, held[i]);  // exact: bf16 values
     }
   }
   if constexpr (!kQuant) {
     for (int u = threadIdx.x + kUnitsPerThread * blockDim.x; u < units; u += blockDim.x) {
       float v[kWidth];
       load_unit<kWidth, kAddResidual>(a, row, u, v);
-      if constexpr (kAddResidual) store_bf16<kWidth>(residual_row + u * kWidth, v);
+      if constexpr (kAddResidual) store_row_bf16<kWidth>(residual_row + u * kWidth, v);
       add_squares(v, sum_squares);
     }
   }
@@ -205,7 +244,7 @@ __global__ void __launch_bounds__(kMaxThreads) rms_norm_kernel(const NormArgs a)
     const bf16* source = kAddResidual ? residual_row : a.x + row * a.x_row_stride;
     for (int u = threadIdx.x + kUnitsPerThread * blockDim.x; u < units; u += blockDim.x) {
       float v[kWidth], w[kWidth];
-      load_bf16<kWidth>(source + u * kWidth, v);
+      load_row_bf16<kWidth>(source + u * kWidth, v);
       load_f32<kWidth>(a.weight + u * kWidth, w);
       write_unit<kWidth, false>(a, row, u, true, inv_rms, w, v);
     }
@@ -258,7 +297,7 @@ __global__ void __launch_bounds__(kPersistentMaxThreads) rms_norm_persistent_ker
 #pragma unroll
       for (int i = 0; i < kUnitsPerThread; ++i) {
         const int u = threadIdx.x + i * blockDim.x;
-        if (u < units) store_bf16<kChunk>(a.residual + row * a.dim + u * kChunk, held[i]);
+        if (u < units) store_row_bf16<kChunk>(a.residual + row * a.dim + u * kChunk, held[i]);
       }
     }
     sum_squares = block_sum(sum_squares, partials[parity]);

@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int num_blocks = (min(max_position + 1, kv_len) + kBlockK - 1) / kBlockK;  // <= 0: nothing visible
 
   if (wg == 2) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
+    setmaxnreg_dec<kProducerRegisters>();
     // ---- producer: one thread issues every TMA load. Key block b's K goes into K stage b % 2 once
     // every consumer has scored block b - 2; its V into V stage b % 2 once every consumer has
     // finished P V of block b - 2 (one step later: the consumers multiply by V one block behind).
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // ---- consumers ----
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
+  setmaxnreg_inc<kConsumerRegisters>();
   int row_position[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {

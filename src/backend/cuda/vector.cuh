@@ -151,21 +151,47 @@ __device__ __forceinline__ void for_each_row_unit(int64_t units, int64_t rows, B
 // of a 128-column group held by the 16 lanes of its half-warp (the fused quantizing kernels of norm.cu
 // and elementwise.cu). Every lane of the warp must call it (lanes past the row with zeros). Returns
 // the group's scale; `packed` gets the 8 e4m3 bytes in memory order.
+// The quotients v / scale: the division's own fast path (nvcc's div.rn for sm_90: y = 1 / scale by
+// MUFU.RCP and one Newton step, q0 = v y, the remainder v - scale q0 exact by FMA, one correction),
+// its reciprocal shared by the 8, without the per-element range check (FCHK) and branch that the
+// division adds. Taken when scale is in [2^-40, 2^40] and no v is NaN or inf, for |v| >= 2^-60:
+// every operand, the remainder and the quotient (>= 2^-100) are then normal, where that check
+// passes, so the bits are the division's. A |v| < 2^-60 stands for its own quotient: both are below
+// 2^-20 with v's sign, so both convert to the same e4m3 zero. Otherwise (rare: a huge or tiny group,
+// inf, NaN) the divisions themselves.
 __device__ __forceinline__ float quantize_fp8_half_warp_group(const float (&v)[8], uint2& packed) {
   float amax = 0.0f;
+  float nan_probe = 0.0f;  // stays zero unless some v is NaN or inf (v * 0)
 #pragma unroll
-  for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
+  for (int e = 0; e < 8; ++e) {
+    amax = fmaxf(amax, fabsf(v[e]));
+    nan_probe = __fmaf_rn(v[e], 0.0f, nan_probe);
+  }
 #pragma unroll
   for (int offset = 8; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
   float scale = amax / kFp8E4M3Max;
   if (!(scale > 0.0f)) scale = 1.0f;  // a zero group (or an underflow): any scale gives zeros
+  float quotient[8];
+  if (scale >= 0x1p-40f && scale <= 0x1p40f && nan_probe == 0.0f) {
+    float approximate;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(approximate) : "f"(scale));
+    const float y = __fmaf_rn(approximate, __fmaf_rn(-scale, approximate, 1.0f), approximate);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float q0 = __fmaf_rn(v[e], y, 0.0f);
+      quotient[e] = fabsf(v[e]) >= 0x1p-60f ? __fmaf_rn(y, __fmaf_rn(-scale, q0, v[e]), q0) : v[e];
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) quotient[e] = v[e] / scale;
+  }
   uint32_t words[2];
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
-    const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
-        make_float2(v[4 * w] / scale, v[4 * w + 1] / scale), __NV_SATFINITE, __NV_E4M3);
-    const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
-        make_float2(v[4 * w + 2] / scale, v[4 * w + 3] / scale), __NV_SATFINITE, __NV_E4M3);
+    const __nv_fp8x2_storage_t lo =
+        __nv_cvt_float2_to_fp8x2(make_float2(quotient[4 * w], quotient[4 * w + 1]), __NV_SATFINITE, __NV_E4M3);
+    const __nv_fp8x2_storage_t hi =
+        __nv_cvt_float2_to_fp8x2(make_float2(quotient[4 * w + 2], quotient[4 * w + 3]), __NV_SATFINITE, __NV_E4M3);
     words[w] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
   }
   packed = make_uint2(words[0], words[1]);
