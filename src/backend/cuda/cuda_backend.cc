@@ -461,6 +461,12 @@ CudaDeviceInfo device_info(int device) {
   return info;
 }
 
+cudaStream_t stream_of(Backend& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  DSINFER_CHECK(cuda, "stream_of: the ", backend.name(), " backend is not a CUDA backend");
+  return cuda->stream();
+}
+
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
   DSINFER_CHECK(device_count() > options.device, "--device cuda: no CUDA device ", options.device,
                 " (found ", device_count(), ")");

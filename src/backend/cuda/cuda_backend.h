@@ -7,6 +7,8 @@
 // upload per forward pass (step_metadata.h).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <memory>
 
@@ -79,5 +81,9 @@ CudaDeviceInfo device_info(int device = 0);
 int device_count();
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options = {});
+
+// The stream a CUDA backend queues every op on, for work queued beside its ops (NCCL collectives)
+// that must stay in order with them. Throws when `backend` is not a CUDA backend.
+cudaStream_t stream_of(Backend& backend);
 
 }  // namespace dsinfer::backend::cuda

@@ -1,0 +1,42 @@
+// One rank's place in a parallel configuration together with the groups it talks to: what the
+// sharded model is built from (model::WeightLoader carries it to every module).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "parallel/communicator.h"
+#include "parallel/parallel_config.h"
+
+namespace dsinfer::parallel {
+
+// The three groups a rank belongs to. Every one has size 1 for an unsharded model.
+struct RankGroups {
+  std::unique_ptr<Communicator> world;      // every rank: the routed experts' sums
+  std::unique_ptr<Communicator> attention;  // its DP group's attention_tp ranks: o_proj's sums
+  std::unique_ptr<Communicator> across_dp;  // the ranks at its attention position in every DP group:
+                                            // gathering the DP groups' tokens before the experts
+};
+
+// What a module reads: the rank's place and its groups (borrowed from RankGroups).
+struct RankPlan {
+  RankPlace place;
+  Communicator* world = nullptr;
+  Communicator* attention = nullptr;
+  Communicator* across_dp = nullptr;
+
+  bool sharded() const { return place.config.sharded(); }
+  static RankPlan of(const RankPlace& place, const RankGroups& groups) {
+    return {place, groups.world.get(), groups.attention.get(), groups.across_dp.get()};
+  }
+};
+
+// Every rank's groups for ranks as threads of one process over CPU tensors (index r: rank r).
+std::vector<RankGroups> make_local_rank_groups(const ParallelConfig& config);
+
+// Which ranks form each group of a kind, as lists of world ranks (shared by every communicator
+// maker): the attention groups, and the groups across DP.
+std::vector<std::vector<int>> attention_groups(const ParallelConfig& config);
+std::vector<std::vector<int>> across_dp_groups(const ParallelConfig& config);
+
+}  // namespace dsinfer::parallel
