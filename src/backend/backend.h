@@ -106,6 +106,10 @@ struct LinearWeight {
 struct ExpertStack {
   LinearWeight gate_up;  // [E, 2I, hidden]
   LinearWeight down;     // [E, hidden, I]
+  // Global id of the stack's expert 0: with expert parallelism a rank holds experts
+  // [first_expert, first_expert + num_experts()) of the layer; routed ids outside that range are
+  // another rank's and contribute nothing here.
+  int64_t first_expert = 0;
   int64_t num_experts() const { return gate_up.data.dim(0); }
 };
 
@@ -326,7 +330,12 @@ class Backend {
 
   // MoE. logits [T, E] f32, bias [E] (e_score_correction_bias; may be undefined).
   virtual Routing route(const Tensor& logits, const Tensor& bias, const RouterParams& params) = 0;
-  // x [T, hidden] -> [T, hidden]: sum over chosen experts of weight * expert(x).
+  // x [T, hidden] -> [T, hidden]: for each token, the sum over its chosen experts that this stack
+  // holds of weight * expert(x). routing.expert_ids are global ids as route returns them; an id in
+  // [experts.first_expert, experts.first_expert + E) runs stack expert id - first_expert, any other
+  // (another rank's expert) is skipped, so a token with none gets zeros and the outputs of stacks
+  // that partition the layer's experts sum to the whole layer's. A negative id is invalid: the CPU
+  // throws; a device backend, which never reads the ids on the host, skips it.
   virtual Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) = 0;
 
   // Sampling: the whole logits pipeline of SamplingBatch on logits [B, V] f32 (which it may

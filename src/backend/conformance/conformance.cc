@@ -1099,16 +1099,71 @@ std::pair<Tensor, Tensor> host_routing(int64_t T, int E, int k, uint64_t seed) {
   return {ids, weights};
 }
 
-// Routed experts: E stacked experts of [2I, H] (gate_up) and [H, I] (down), each in its own format
-// (a loader may widen gate_up to bf16 and keep down in FP8), k experts per token.
-Case moe_case(const std::string& name, int64_t T, int64_t E, int k, int64_t I, int64_t H, WeightFormat gate_up_format,
-              WeightFormat down_format) {
+// The experts a stack holds: [first, first + count) of a layer of `total` (ExpertStack::first_expert),
+// a rank's share under expert parallelism; the whole layer is {0, E, E}.
+struct ExpertSlice {
+  int64_t first = 0, count = 0, total = 0;
+  bool whole() const { return first == 0 && count == total; }
+  bool holds(int32_t id) const { return id >= first && id < first + count; }
+};
+
+// Routing for a slice of the experts: host_routing's draws over every expert, with some ids pinned
+// so that the slice's kernel paths are all reached whatever the draws: token 0 has the slice's first
+// and last experts and the other ranks' experts just outside it (an off-by-one in the range keeps or
+// drops one of them); expert first + 1 is in every token (T - 1 rows: the 64-row tensor-core tile at
+// T = 64, 15 rows at T = 16, 2 at T = 2) and first + 2 in every fourth (16 rows at T = 64). With
+// three tokens or more the last one is routed to other ranks' experts only: its output is zeros.
+// Ids stay distinct within a token; the weights are host_routing's.
+std::pair<Tensor, Tensor> slice_routing(int64_t T, const ExpertSlice& slice, int k, uint64_t seed) {
+  DSINFER_CHECK(slice.count >= 3 && slice.total - slice.count >= k, "conformance: a slice of ", slice.count, " of ",
+                slice.total, " experts cannot place top-", k, " routing");
+  auto [ids, weights] = host_routing(T, static_cast<int>(slice.total), k, seed);
+  auto id = [](int64_t e) { return static_cast<int32_t>(e); };
+  for (int64_t t = 0; t < T; ++t) {
+    int32_t* row = ids.data<int32_t>() + t * k;
+    std::vector<int32_t> drawn(row, row + k), chosen;
+    auto take = [&](int32_t e) {
+      if (static_cast<int>(chosen.size()) < k && std::find(chosen.begin(), chosen.end(), e) == chosen.end())
+        chosen.push_back(e);
+    };
+    if (T >= 3 && t == T - 1) {  // other ranks' experts only: each drawn id of the slice moves past it
+      for (int32_t e : drawn)
+        if (!slice.holds(e)) chosen.push_back(e);
+      for (int32_t e : drawn) {
+        if (!slice.holds(e)) continue;
+        while (slice.holds(e) || std::find(chosen.begin(), chosen.end(), e) != chosen.end())
+          e = id((e + 1) % slice.total);
+        chosen.push_back(e);
+      }
+    } else {
+      if (t == 0) {
+        take(id(slice.first));
+        take(id(slice.first + slice.count - 1));
+        if (slice.first > 0) take(id(slice.first - 1));
+        if (slice.first + slice.count < slice.total) take(id(slice.first + slice.count));
+      }
+      take(id(slice.first + 1));
+      if (t % 4 == 0) take(id(slice.first + 2));
+      for (int32_t e : drawn) take(e);
+    }
+    std::copy(chosen.begin(), chosen.end(), row);
+  }
+  return {ids, weights};
+}
+
+// Routed experts: a stack of the experts of `slice` (E = slice.count) of [2I, H] (gate_up) and
+// [H, I] (down), each in its own format (a loader may widen gate_up to bf16 and keep down in FP8), k
+// experts per token chosen among slice.total. A slice is also checked for exact zeros in the rows of
+// tokens routed to other ranks' experts only (nothing to add, not even rounding).
+Case moe_case(const std::string& name, int64_t T, const ExpertSlice& slice, int k, int64_t I, int64_t H,
+              WeightFormat gate_up_format, WeightFormat down_format) {
   bool fp8 = gate_up_format == WeightFormat::kFp8Block || down_format == WeightFormat::kFp8Block;
   return make_case("moe_experts", name, [=](uint64_t seed) {
-    auto [ids, weights] = host_routing(T, static_cast<int>(E), k, stream(seed, 0));
+    auto [ids, weights] = slice.whole() ? host_routing(T, static_cast<int>(slice.total), k, stream(seed, 0))
+                                        : slice_routing(T, slice, k, stream(seed, 0));
     Tensor x = activation({T, H}, stream(seed, 1), 1.0f);
-    LinearWeight gate_up = make_weight(E, 2 * I, H, gate_up_format, stream(seed, 2), kWeightStd);
-    LinearWeight down = make_weight(E, H, I, down_format, stream(seed, 3), kWeightStd);
+    LinearWeight gate_up = make_weight(slice.count, 2 * I, H, gate_up_format, stream(seed, 2), kWeightStd);
+    LinearWeight down = make_weight(slice.count, H, I, down_format, stream(seed, 3), kWeightStd);
     OpSpec s;
     s.args = {{"x", ArgKind::kActivation, x},
               {"expert_ids", ArgKind::kConstant, ids},
@@ -1123,11 +1178,44 @@ Case moe_case(const std::string& name, int64_t T, int64_t E, int k, int64_t I, i
       s.candidate_rows = rows;
     }
     s.results = {"y"};
-    s.call = [gate_up_format, down_format](Backend& b, std::vector<Tensor>& a) {
-      ExpertStack experts{{a[3], a[4], gate_up_format}, {a[5], a[6], down_format}};
+    s.call = [gate_up_format, down_format, first = slice.first](Backend& b, std::vector<Tensor>& a) {
+      ExpertStack experts{{a[3], a[4], gate_up_format}, {a[5], a[6], down_format}, first};
       return Results{b.moe_experts(a[0], Routing{a[1], a[2]}, experts)};
     };
-    s.compare = compare_with(fp8 ? kBoundMoeFp8 : kBoundMoe);
+    double bound = fp8 ? kBoundMoeFp8 : kBoundMoe;
+    if (slice.whole()) {
+      s.compare = compare_with(bound);
+      return s;
+    }
+    // The compared rows (indexes into the outputs) whose token has no expert of the slice.
+    std::vector<int64_t> elsewhere;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const int32_t* row = ids.data<int32_t>() + int64_t{rows[r]} * k;
+      if (std::none_of(row, row + k, [&](int32_t e) { return slice.holds(e); }))
+        elsewhere.push_back(static_cast<int64_t>(r));
+    }
+    s.compare = [bound, elsewhere](const Outputs& reference, const Outputs& candidate) {
+      std::vector<CheckResult> checks = compare_all(reference, candidate, bound);
+      const Tensor& expected = reference.get("y");
+      const Tensor& actual = candidate.get("y");
+      CheckResult zeros{"y of tokens routed elsewhere", "nonzero", 0.0, 0.0, false, ""};
+      if (same_layout(zeros, expected, actual)) {
+        int64_t width = expected.dim(1), candidate_nonzero = 0, reference_nonzero = 0;
+        for (int64_t r : elsewhere) {
+          for (int64_t c = 0; c < width; ++c) {
+            candidate_nonzero += actual.data<float>()[r * width + c] != 0.0f;
+            reference_nonzero += expected.data<float>()[r * width + c] != 0.0f;
+          }
+        }
+        zeros.value = static_cast<double>(candidate_nonzero + reference_nonzero);
+        if (zeros.value > 0)
+          zeros.detail = str_cat(candidate_nonzero, " candidate and ", reference_nonzero, " reference elements of ",
+                                 elsewhere.size(), " rows");
+      }
+      zeros.passed = zeros.value == 0.0;
+      checks.push_back(zeros);
+      return checks;
+    };
     return s;
   });
 }
@@ -1142,7 +1230,16 @@ void add_moe_cases(std::vector<Case>& cases, const Dims& d) {
     // expert's rows through the library GEMM (cuda/moe.h, moe_experts_by_expert).
     for (int64_t T : d.pick<int64_t>({1, 16, 96, 1024}, {1, 16, 256, 1024}))
       cases.push_back(moe_case(str_cat("E=", E, " top-", kTopK, " I=", I, " hidden ", H, fp8 ? " fp8" : " bf16", " T=", T),
-                               T, E, kTopK, I, H, format, format));
+                               T, ExpertSlice{0, E, E}, kTopK, I, H, format, format));
+    // Expert parallelism: a quarter of the experts in the middle of the layer and the last quarter
+    // (V3: [64, 128) and [192, 256)), at each decode kernel's sizes (1 and 2 rows: the GEMVs; 16 and
+    // 64: the 16- and 64-row tiles) and at the prefill form's 8192 rows.
+    for (ExpertSlice slice : {ExpertSlice{E / 4, E / 4, E}, ExpertSlice{3 * E / 4, E / 4, E}}) {
+      for (int64_t T : {1, 2, 16, 64, 1024})
+        cases.push_back(moe_case(str_cat("E=", E, " slice [", slice.first, ", ", slice.first + slice.count, ") top-",
+                                         kTopK, " I=", I, " hidden ", H, fp8 ? " fp8" : " bf16", " T=", T),
+                                 T, slice, kTopK, I, H, format, format));
+    }
   }
 }
 
@@ -1203,7 +1300,7 @@ void add_fixture_cases(std::vector<Case>& cases) {
     for (int64_t T : {1, 7, 23, 70})
       cases.push_back(moe_case(str_cat("v3-tiny E=", kExperts, " top-", kTopK, " I=", kInter, " hidden ", kHidden, " ",
                                        f.name, " T=", T),
-                               T, kExperts, kTopK, kInter, kHidden, f.gate_up, f.down));
+                               T, ExpertSlice{0, kExperts, kExperts}, kTopK, kInter, kHidden, f.gate_up, f.down));
   }
 
   cases.push_back(expanded_case("v3-tiny prompt of 70", kHeads, {{70, 70}}));

@@ -15,6 +15,9 @@
 //            token row instead; a NaN or Inf in the candidate always fails;
 //   exact  = the number of differing elements must be 0: integer outputs, and outputs that are copies
 //            (slices, concatenations, gathers, cache writes, bf16 embedding rows);
+//   zeros  = moe_experts over a slice of the experts (ExpertStack::first_expert, expert parallelism):
+//            besides the nmse, the rows of tokens routed to other ranks' experts only must be exactly
+//            zero on both backends;
 //   routing: the chosen experts of each token as a set (order free), then the weights matched by
 //            expert id (nmse). Router inputs are drawn with a margin at every selection boundary
 //            (group and expert), so a correct backend picks exactly the reference's experts;

@@ -171,7 +171,8 @@ class Bf16Backend final : public ForwardingBackend {
     Tensor out = Tensor::empty(DType::kF32, {T, D});
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t i = 0; i < k; ++i) {
-        int32_t e = routing.expert_ids.data<int32_t>()[t * k + i];
+        int64_t e = routing.expert_ids.data<int32_t>()[t * k + i] - experts.first_expert;  // the stack's expert
+        if (e < 0 || e >= experts.num_experts()) continue;                                 // another rank's
         Tensor hidden = narrow(product(input.slice(t, t + 1), experts.gate_up.expert(e)));  // [1, 2I] bf16
         Tensor activated = narrow(inner().silu_mul(widen(hidden)));                       // [1, I] bf16
         Tensor y = product(activated, experts.down.expert(e));                            // [1, D] f32
@@ -228,6 +229,8 @@ enum class Fault {
   kSampleTokensIgnoresBannedTokens,
   kGatherRowsTakesTheNextRow,
   kMoeDropsTheLastExpert,
+  kMoeTakesGlobalIdsAsStackIds,
+  kMoeRunsOtherRanksIdsOnItsOwnExperts,
   kRopeOnePositionLate,
   kSiluMulThrows,
   kRmsNormOverwritesItsInput,
@@ -328,11 +331,27 @@ class BrokenBackend final : public ForwardingBackend {
     return inner().gather_rows(x, shifted);
   }
   Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) override {
-    if (fault_ != Fault::kMoeDropsTheLastExpert) return inner().moe_experts(x, routing, experts);
-    Routing dropped{routing.expert_ids, routing.weights.clone()};
-    int64_t k = routing.weights.dim(1);
-    for (int64_t t = 0; t < routing.weights.dim(0); ++t) dropped.weights.data<float>()[t * k + k - 1] = 0.0f;
-    return inner().moe_experts(x, dropped, experts);
+    if (fault_ == Fault::kMoeDropsTheLastExpert) {
+      Routing dropped{routing.expert_ids, routing.weights.clone()};
+      int64_t k = routing.weights.dim(1);
+      for (int64_t t = 0; t < routing.weights.dim(0); ++t) dropped.weights.data<float>()[t * k + k - 1] = 0.0f;
+      return inner().moe_experts(x, dropped, experts);
+    }
+    if (fault_ == Fault::kMoeTakesGlobalIdsAsStackIds) {  // a plan that does not subtract first_expert
+      ExpertStack from_zero = experts;
+      from_zero.first_expert = 0;
+      return inner().moe_experts(x, routing, from_zero);
+    }
+    if (fault_ == Fault::kMoeRunsOtherRanksIdsOnItsOwnExperts) {  // a plan that wraps instead of skipping
+      Routing wrapped{routing.expert_ids.clone(), routing.weights};
+      int64_t first = experts.first_expert, E = experts.num_experts();
+      for (int64_t i = 0; i < wrapped.expert_ids.numel(); ++i) {
+        int32_t& e = wrapped.expert_ids.data<int32_t>()[i];
+        e = static_cast<int32_t>(first + ((e - first) % E + E) % E);
+      }
+      return inner().moe_experts(x, wrapped, experts);
+    }
+    return inner().moe_experts(x, routing, experts);
   }
   void rope_inplace(Tensor& x, int64_t begin, const std::vector<int32_t>& positions, const RopeTable& table) override {
     if (fault_ != Fault::kRopeOnePositionLate) return inner().rope_inplace(x, begin, positions, table);
@@ -394,6 +413,8 @@ const FaultCase kFaults[] = {
     {Fault::kSampleTokensIgnoresBannedTokens, "sample_tokens", "SampleTokensIgnoringBannedTokens"},
     {Fault::kGatherRowsTakesTheNextRow, "gather_rows", "GatherRowsTakingTheNextRow"},
     {Fault::kMoeDropsTheLastExpert, "moe_experts", "MoeExpertsDroppingTheLastChosenExpert"},
+    {Fault::kMoeTakesGlobalIdsAsStackIds, "moe_experts", "MoeExpertsIgnoringTheStacksFirstExpert"},
+    {Fault::kMoeRunsOtherRanksIdsOnItsOwnExperts, "moe_experts", "MoeExpertsWrappingOtherRanksIdsIntoTheStack"},
     {Fault::kRopeOnePositionLate, "rope_inplace", "RopeOnePositionLate"},
     {Fault::kSiluMulThrows, "silu_mul", "SiluMulThrowing"},
     {Fault::kRmsNormOverwritesItsInput, "rms_norm", "RmsNormOverwritingItsInput"},

@@ -112,18 +112,20 @@ Routing route(const Tensor& logits, const Tensor& bias, const RouterParams& para
 Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) {
   expect_f32(x, "moe_experts", "x", 2);
   int64_t T = x.dim(0), D = x.dim(1), k = routing.expert_ids.dim(1);
-  int E = static_cast<int>(experts.num_experts());
-  // Tokens grouped by expert: (token, slot) pairs, so each expert runs one batched product.
+  int64_t E = experts.num_experts(), first = experts.first_expert;
+  DSINFER_CHECK(first >= 0, "moe_experts: the stack's first expert is ", first, ", below 0");
+  // Tokens grouped by the stack's experts: (token, slot) pairs, so each expert runs one batched
+  // product. Slots routed to experts outside [first, first + E) are another rank's: skipped.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> assigned(E);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t i = 0; i < k; ++i) {
       int32_t e = routing.expert_ids.data<int32_t>()[t * k + i];
-      DSINFER_CHECK(e >= 0 && e < E, "moe_experts: expert id ", e, " outside [0, ", E, ")");
-      assigned[e].emplace_back(t, i);
+      DSINFER_CHECK(e >= 0, "moe_experts: expert id ", e, " is negative");
+      if (e >= first && e < first + E) assigned[e - first].emplace_back(t, i);
     }
   }
   Tensor out = Tensor::empty(DType::kF32, {T, D});
-  for (int e = 0; e < E; ++e) {
+  for (int64_t e = 0; e < E; ++e) {
     const auto& rows = assigned[e];
     if (rows.empty()) continue;
     auto n = static_cast<int64_t>(rows.size());

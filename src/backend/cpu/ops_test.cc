@@ -247,6 +247,54 @@ TEST(CpuOps, GreedySoftmaxRouting) {
   EXPECT_NEAR(r.weights.data<float>()[1], std::exp(2.0) / z, 1e-6);
 }
 
+// Experts [first, first + count) of a stack, sharing its storage: what one rank holds under expert
+// parallelism.
+ExpertStack expert_slice(const ExpertStack& whole, int64_t first, int64_t count) {
+  return {{whole.gate_up.data.slice(first, first + count), {}, whole.gate_up.format},
+          {whole.down.data.slice(first, first + count), {}, whole.down.format},
+          first};
+}
+
+TEST(CpuOps, MoeSlicesCoveringEveryExpertSumToTheWholeStackAndSkipOtherRanksIds) {
+  constexpr int64_t T = 6, E = 8, k = 3, H = 32, I = 16;
+  std::mt19937 rng(21);
+  Tensor x = random_tensor({T, H}, rng);
+  ExpertStack whole;  // f32, experts 0..E-1
+  whole.gate_up.data = random_tensor({E, 2 * I, H}, rng, 0.2f);
+  whole.down.data = random_tensor({E, H, I}, rng, 0.2f);
+  // Distinct ids per token; token 5 is routed to experts 0..2 only.
+  const int32_t ids[T][k] = {{0, 7, 3}, {5, 4, 1}, {6, 2, 0}, {3, 4, 5}, {7, 6, 1}, {2, 0, 1}};
+  Routing routing{Tensor::empty(DType::kI32, {T, k}), random_tensor({T, k}, rng)};
+  std::copy_n(&ids[0][0], T * k, routing.expert_ids.data<int32_t>());
+
+  Tensor expected = moe_experts(x, routing, whole);
+  Tensor sum = Tensor::empty(DType::kF32, {T, H});
+  for (auto [first, count] : {std::pair<int64_t, int64_t>{0, 3}, {3, 2}, {5, 3}}) {
+    Tensor part = moe_experts(x, routing, expert_slice(whole, first, count));
+    for (int64_t i = 0; i < sum.numel(); ++i) sum.data<float>()[i] += part.data<float>()[i];
+    if (first > 2) {  // token 5 has no expert here: exact zeros
+      for (int64_t c = 0; c < H; ++c) EXPECT_EQ(part.data<float>()[5 * H + c], 0.0f) << "slice from " << first;
+    }
+  }
+  float scale = 0.0f;
+  for (int64_t i = 0; i < expected.numel(); ++i) scale = std::max(scale, std::fabs(expected.data<float>()[i]));
+  ASSERT_GT(scale, 0.1f);
+  EXPECT_LE(max_abs_diff(sum, expected), 1e-5f * scale);
+
+  // A slice that none of the routed ids falls in gives zeros.
+  Routing low{routing.expert_ids.clone(), routing.weights};
+  for (int64_t i = 0; i < low.expert_ids.numel(); ++i) low.expert_ids.data<int32_t>()[i] %= 5;  // ids 0..4
+  Tensor none = moe_experts(x, low, expert_slice(whole, 5, 3));
+  EXPECT_EQ(none.shape(), (Shape{T, H}));
+  for (int64_t i = 0; i < none.numel(); ++i) ASSERT_EQ(none.data<float>()[i], 0.0f) << i;
+
+  // A negative id is refused, whatever the slice.
+  Routing negative{routing.expert_ids.clone(), routing.weights};
+  negative.expert_ids.data<int32_t>()[4] = -1;
+  EXPECT_THROW(moe_experts(x, negative, whole), Error);
+  EXPECT_THROW(moe_experts(x, negative, expert_slice(whole, 5, 3)), Error);
+}
+
 // One token per row of logits, each row with its own parameters and draw, no penalties.
 Tensor sample(const Tensor& logits, const std::vector<SamplingParams>& params, const std::vector<float>& uniforms) {
   SamplingBatch batch;

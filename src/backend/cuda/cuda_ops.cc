@@ -161,6 +161,7 @@ class Ops final : public CudaOps {
     shape.tokens = x.dim(0);
     shape.top_k = routing.expert_ids.dim(1);
     shape.num_experts = experts.num_experts();
+    shape.first_expert = experts.first_expert;  // the plan skips the slots of other ranks' experts
     shape.inter = down.data.dim(2);
     shape.hidden = x.dim(1);
     shape.gemv_max_rows = moe_gemv_max_rows_;

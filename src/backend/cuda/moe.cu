@@ -14,10 +14,13 @@
 // is < 1% of the decode bytes.
 //
 // Launches, in stream order (nothing is read back to the host; every grid is sized from the shapes):
-//   1. plan_kernel, 1 block x 1024 threads: counts each expert's rows, prefix-sums them (offsets) and
-//      writes the permutation row -> (token, slot) and back, ordered by token then slot within each
-//      expert (deterministic). Dynamic shared memory: a [W, E] int table, W = min(32, 12000 / E)
-//      warps (32 KB for V3).
+//   1. plan_kernel, 1 block x 1024 threads: maps each global expert id to the stack's expert
+//      (id - first_expert; ids outside the stack's slice, other ranks' experts under expert
+//      parallelism, get no row), counts each expert's rows, prefix-sums them (offsets) and writes the
+//      permutation row -> (token, slot) and back, ordered by token then slot within each expert
+//      (deterministic). Every later launch sees only the stack's experts 0..E-1 and the rows the plan
+//      kept, so nothing after it knows about the slice. Dynamic shared memory: a [W, E] int table,
+//      W = min(32, 12000 / E) warps (32 KB for V3).
 //   2. gate_up, h [rows, I] bf16 = silu(gate) * up fused in the epilogue, by row count per expert:
 //      FP8 weights, 1 .. fp8_mma_max_rows rows (H, I multiples of 128): x quantized to fp8 per 128
 //      columns, then fp8_rows_kernel (moe_fp8_rows.h: FP8 mma.sync on the raw weights); of the other
@@ -26,7 +29,8 @@
 //      tiles beyond. Each launch lists the experts in its range on the device and skips the rest.
 //   3. down, y [rows, H] bf16: the same kernels (the FP8 ones after quantizing their experts' rows of h).
 //   4. combine_kernel, grid (H / 8 / 128 blocks, T), 128 threads: out[t] = sum_j w[t, j] * y[row(t, j)]
-//      in slot order j = 0..k-1 (deterministic, no atomics).
+//      in slot order j = 0..k-1 (deterministic, no atomics) over the slots the plan kept (a skipped
+//      slot has row -1 and adds nothing; a token without kept slots gets zeros).
 // The product kernels are persistent (grid = SMs x guaranteed resident blocks, at most the work);
 // every block lists the experts it serves from the device offsets and walks the work items of those
 // only, so an empty expert costs nothing.
@@ -186,10 +190,12 @@ __device__ int list_experts(const ProductArgs& p, int rows_per_tile, int tiles, 
 // Row order: expert, then flat index token * k + slot. Each of W warps owns a contiguous segment of
 // the flat indices; table[w][e] first counts warp w's entries for e, then becomes the row where warp
 // w's next entry for e goes (offset of e + entries of e in earlier segments), so ranks never depend
-// on timing. Ids outside [0, E) get slot_row -1.
+// on timing. Ids are global: id - first_expert is the stack's expert; ids outside [first_expert,
+// first_expert + E) (another rank's experts, or negative dummies) get slot_row -1 and no row.
 __global__ void __launch_bounds__(kPlanThreads)
-    plan_kernel(const int32_t* __restrict__ expert_ids, int entries, int num_experts, int segment_warps,
-                int32_t* __restrict__ offsets, int32_t* __restrict__ row_source, int32_t* __restrict__ slot_row) {
+    plan_kernel(const int32_t* __restrict__ expert_ids, int entries, int first_expert, int num_experts,
+                int segment_warps, int32_t* __restrict__ offsets, int32_t* __restrict__ row_source,
+                int32_t* __restrict__ slot_row) {
   extern __shared__ int32_t table[];  // [segment_warps, num_experts]
   __shared__ int32_t warp_sums[kPlanThreads / 32];
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -200,9 +206,9 @@ __global__ void __launch_bounds__(kPlanThreads)
   const int64_t begin = static_cast<int64_t>(warp) * per_warp;
   const int64_t end = begin + per_warp < entries ? begin + per_warp : entries;
   int32_t* mine = table + warp * num_experts;
-  auto expert_of = [&](int64_t i) {
-    const int e = i < end ? expert_ids[i] : -1;
-    return e >= 0 && e < num_experts ? e : -1;
+  auto expert_of = [&](int64_t i) {  // the stack's expert of entry i, or -1
+    const int64_t e = i < end ? int64_t{expert_ids[i]} - first_expert : -1;  // int64: no overflow
+    return e >= 0 && e < num_experts ? static_cast<int>(e) : -1;
   };
   if (warp < segment_warps) {
     for (int64_t base = begin; base < end; base += 32) {  // uniform per warp
@@ -748,6 +754,9 @@ void check_shape(const MoeShape& s) {
                 "moe_experts: unsupported shape (tokens ", s.tokens, ", top_k ", s.top_k, ", experts ", s.num_experts,
                 ", inter ", s.inter, ", hidden ", s.hidden, "); supported: up to ", kMaxExperts, " experts, ",
                 kMaxRows, " tokens x top_k, widths up to ", kMaxWidth);
+  DSINFER_CHECK(s.first_expert >= 0 && s.first_expert <= INT32_MAX - s.num_experts,
+                "moe_experts: the stack's experts [", s.first_expert, ", ", s.first_expert + s.num_experts,
+                ") are not all int32 expert ids");
   DSINFER_CHECK(s.fp8_mma_max_rows >= 0 && s.fp8_mma_max_rows <= kFp8RowsMaxRows, "moe_experts: fp8_mma_max_rows ",
                 s.fp8_mma_max_rows, " outside 0..", kFp8RowsMaxRows);
 }
@@ -875,11 +884,13 @@ void grouped_product(ProductArgs p, bool fp8, bool gemv_vector, bool use_mma, in
 }
 
 // Launch 1 of both forms: the plan (offsets, the row permutation and its inverse).
-void launch_plan(const int32_t* expert_ids, int64_t rows, int64_t num_experts, int32_t* offsets, int32_t* row_source,
+void launch_plan(const int32_t* expert_ids, int64_t rows, const MoeShape& shape, int32_t* offsets, int32_t* row_source,
                  int32_t* slot_row, cudaStream_t stream) {
+  const int64_t num_experts = shape.num_experts;
   const int segment_warps = static_cast<int>(std::min<int64_t>(kPlanThreads / 32, kPlanSharedInts / num_experts));
   plan_kernel<<<1, kPlanThreads, segment_warps * num_experts * sizeof(int32_t), stream>>>(
-      expert_ids, static_cast<int>(rows), static_cast<int>(num_experts), segment_warps, offsets, row_source, slot_row);
+      expert_ids, static_cast<int>(rows), static_cast<int>(shape.first_expert), static_cast<int>(num_experts),
+      segment_warps, offsets, row_source, slot_row);
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 
@@ -933,7 +944,7 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
   auto* h_q = reinterpret_cast<__half*>(base + layout.h_q);
   auto* h_scale = reinterpret_cast<float*>(base + layout.h_scale);
 
-  launch_plan(expert_ids, rows, E, offsets, row_source, slot_row, stream);
+  launch_plan(expert_ids, rows, shape, offsets, row_source, slot_row, stream);
 
   const bool gate_up_fp8 = gate_up.format == WeightFormat::kFp8Block;
   const bool down_fp8 = down.format == WeightFormat::kFp8Block;
@@ -1052,10 +1063,10 @@ void moe_experts_by_expert(const __nv_bfloat16* x, const int32_t* expert_ids, co
   auto* gate_up_out = reinterpret_cast<bf16*>(base + layout.gate_up);
   auto* hidden = reinterpret_cast<bf16*>(base + layout.hidden);
 
-  launch_plan(expert_ids, rows, E, offsets, row_source, slot_row, stream);
+  launch_plan(expert_ids, rows, shape, offsets, row_source, slot_row, stream);
   DSINFER_CUDA_CHECK(cudaMemcpyAsync(host_offsets, offsets, (E + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
   DSINFER_CUDA_CHECK(cudaStreamSynchronize(stream));  // host_offsets: the per-expert row counts
-  const int64_t valid_rows = host_offsets[E];  // rows with an expert id in [0, E): the plan's first rows
+  const int64_t valid_rows = host_offsets[E];  // rows with an expert of the stack: the plan's first rows
   DSINFER_CHECK(valid_rows >= 0 && valid_rows <= rows, "moe_experts: the plan counted ", valid_rows, " rows of ", rows);
 
   const bool vector = H % 8 == 0 && aligned16(x) && aligned16(rows_h);

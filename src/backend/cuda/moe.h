@@ -1,8 +1,9 @@
 // The routed experts of a DeepSeekMoE layer on the GPU (Backend::moe_experts; the CPU reference is
 // backend/cpu/moe.cc):
 //
-//   out[t] = sum over j < k of weights[t, j] * down_e(bf16(silu(gate_e(x_t)) * up_e(x_t))),
-//   e = expert_ids[t, j],
+//   out[t] = sum over j < k with 0 <= e < E of weights[t, j] * down_e(bf16(silu(gate_e(x_t)) * up_e(x_t))),
+//   e = expert_ids[t, j] - first_expert (MoeShape: under expert parallelism the stack holds the
+//   layer's global experts [first_expert, first_expert + E); the router's other ids are other ranks'),
 //
 // bf16 activations, float32 accumulation, the intermediate h = silu(g) * u rounded to bf16 as the
 // dense path rounds it; FP8 experts with few rows (MoeShape::fp8_mma_max_rows) instead quantize both
@@ -34,7 +35,10 @@ struct ExpertMatrix {
 struct MoeShape {
   int64_t tokens = 0;       // T (for the scratch size: the largest T a step may have)
   int64_t top_k = 0;        // k, routed experts per token (8 for V3)
-  int64_t num_experts = 0;  // E, 1..1024 (256 for V3)
+  int64_t num_experts = 0;  // E, the stack's experts, 1..1024 (256 for V3)
+  // The global id of the stack's expert 0 (ExpertStack::first_expert): expert ids are global, and
+  // the plan maps id to stack expert id - first_expert. 0 .. INT32_MAX - E.
+  int64_t first_expert = 0;
   int64_t inter = 0;        // I, moe_intermediate_size (2048 for V3)
   int64_t hidden = 0;       // H, hidden_size (7168 for V3)
   // Kernel choice, not shape: experts with more rows than this go to the tensor-core kernel (when
@@ -58,9 +62,10 @@ size_t moe_experts_scratch_bytes(const MoeShape& shape);
 // may be x itself (x is last read before out is written) but must not overlap the scratch.
 // scratch: device memory of at least moe_experts_scratch_bytes(shape) bytes, 16-byte aligned, used
 // only by the work queued here (it may be reused once that work is done, in stream order).
-// Expert ids outside [0, E) are skipped (their slot contributes nothing: a dummy or padded row, or an
-// expert another rank holds); a token with no valid slot gets zeros. Duplicate ids in a row are
-// computed twice, as on the CPU. Queues its kernels on `stream` and returns; T == 0 queues nothing.
+// Expert ids outside [first_expert, first_expert + E) are skipped (their slot contributes nothing: a
+// dummy or padded row, or an expert another rank holds); a token with no valid slot gets zeros.
+// Duplicate ids in a row are computed twice, as on the CPU. Queues its kernels on `stream` and
+// returns; T == 0 queues nothing.
 // Throws dsinfer::Error on a bad shape, format or scratch size, or a failed launch.
 void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float* weights,
                  const ExpertMatrix& gate_up, const ExpertMatrix& down, const MoeShape& shape,
