@@ -10,9 +10,10 @@ namespace dsinfer::model {
 
 DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* checkpoint, backend::Backend& backend,
                              const ModelOptions& options)
-    : config_(std::move(config)), backend_(backend) {
-  WeightLoader weights = checkpoint ? WeightLoader(*checkpoint, config_, backend_)
-                                    : WeightLoader(config_, io::stored_format(config_), backend_);
+    : config_(std::move(config)), backend_(backend), place_(options.plan ? options.plan->place : parallel::RankPlace{}) {
+  place_.config.check_fits(config_);
+  WeightLoader weights = checkpoint ? WeightLoader(*checkpoint, config_, backend_, options.plan)
+                                    : WeightLoader(config_, io::stored_format(config_), backend_, options.plan);
   DSINFER_CHECK(!config_.attention_bias, weights.source(), ": attention_bias is not supported");
   int64_t positions = options.max_positions > 0 ? options.max_positions : config_.max_position_embeddings;
   rope_ = make_rope_table(config_, positions);
@@ -40,7 +41,8 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* check
   }
   backend_.synchronize();
   double seconds = weights.seconds();
-  log_info("loaded ", weights.source(), ": ", static_cast<double>(weights.loaded_bytes()) / 1e9, " GB on ",
+  log_info("loaded ", weights.source(), place_.config.sharded() ? str_cat(" (rank ", place_.rank, " of ",
+           place_.config.describe(), ")") : std::string(), ": ", static_cast<double>(weights.loaded_bytes()) / 1e9, " GB on ",
            backend_.name(), " in ", seconds, " s (", static_cast<double>(weights.loaded_bytes()) / 1e9 / seconds,
            " GB/s)");
 }

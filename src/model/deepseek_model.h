@@ -27,6 +27,9 @@ struct ModelOptions {
   // Keep only the first N decoder layers (the real widths of a model too big for one GPU); 0: all.
   // With a real checkpoint the MTP modules are then not loaded (their layer index moved).
   int64_t num_layers = 0;
+  // The rank this model is one shard of (parallel/rank_plan.h), with the groups it sums over; null:
+  // the whole model on one rank. Must outlive the model.
+  const parallel::RankPlan* plan = nullptr;
 };
 
 class DeepseekModel {
@@ -40,6 +43,8 @@ class DeepseekModel {
 
   const io::ModelConfig& config() const { return config_; }
   backend::Backend& backend() const { return backend_; }
+  // Where this rank sits (the whole model on one rank unless ModelOptions::plan said otherwise).
+  const parallel::RankPlace& place() const { return place_; }
   int64_t max_positions() const { return rope_.cos.dim(0); }
   int num_mtp_modules() const { return static_cast<int>(mtp_.size()); }
   // Cache layers: one per decoder layer, then one per MTP module.
@@ -80,6 +85,7 @@ class DeepseekModel {
 
   io::ModelConfig config_;
   backend::Backend& backend_;
+  parallel::RankPlace place_;
   backend::RopeTable rope_;
   backend::LinearWeight embed_, lm_head_;
   Tensor norm_;

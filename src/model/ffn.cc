@@ -22,18 +22,38 @@ backend::RouterParams router_params(const io::ModelConfig& config) {
 
 }  // namespace
 
-DenseMlp::DenseMlp(const WeightLoader& weights, const std::string& prefix)
-    : backend_(weights.backend()),
-      gate_up_(weights.concatenated_rows(prefix + "gate_proj.weight", prefix + "up_proj.weight")),
-      down_(weights.linear(prefix + "down_proj.weight")) {}
+namespace {
 
-Tensor DenseMlp::forward(const Tensor& x) const {
-  Tensor gate_up = backend_.linear(x, gate_up_);          // [T, 2I]
+// This rank's intermediate columns of a dense MLP whose gate_proj is `gate`.
+parallel::Range dense_columns(const WeightLoader& weights, const std::string& gate) {
+  int64_t intermediate = weights.shard_shape(gate, {})[0];
+  return weights.plan().place.dense_columns(intermediate);
+}
+
+}  // namespace
+
+DenseMlp::DenseMlp(const WeightLoader& weights, const std::string& prefix)
+    : backend_(weights.backend()), world_(weights.plan().world) {
+  const std::string gate = prefix + "gate_proj.weight";
+  const parallel::Range columns = dense_columns(weights, gate);
+  split_ = columns.size() < weights.shard_shape(gate, {})[0];
+  gate_up_ = weights.concatenated_rows(gate, prefix + "up_proj.weight", WeightShard{columns, {}});
+  down_ = weights.linear(prefix + "down_proj.weight", WeightShard{{}, columns});
+}
+
+Tensor DenseMlp::partial(const Tensor& x) const {
+  Tensor gate_up = backend_.linear(x, gate_up_);              // [T, 2I]
   return backend_.linear(backend_.silu_mul(gate_up), down_);  // [T, hidden]
 }
 
+Tensor DenseMlp::forward(const Tensor& x) const {
+  Tensor out = partial(x);
+  if (split_) parallel::sum_over(world_, out);
+  return out;
+}
+
 Moe::Moe(const WeightLoader& weights, const std::string& prefix)
-    : backend_(weights.backend()), router_(router_params(weights.config())) {
+    : backend_(weights.backend()), plan_(weights.plan()), router_(router_params(weights.config())) {
   const io::ModelConfig& config = weights.config();
   int64_t E = config.n_routed_experts, hidden = config.hidden_size, I = config.moe_intermediate_size;
   weights.expect_shape(prefix + "gate.weight", {E, hidden});
@@ -46,25 +66,44 @@ Moe::Moe(const WeightLoader& weights, const std::string& prefix)
   // expert) and down [E, hidden, I]. gate and up are stacked as separate halves so that FP8 scale
   // blocks stay aligned for any I.
   std::vector<std::string> gates, ups, downs;
+  const parallel::Range held = plan_.place.experts(E), columns = plan_.place.expert_columns(I);
   for (int64_t e = 0; e < E; ++e) {
     std::string expert = prefix + "experts." + std::to_string(e) + ".";
     weights.expect_shape(expert + "gate_proj.weight", {I, hidden});
     weights.expect_shape(expert + "up_proj.weight", {I, hidden});
     weights.expect_shape(expert + "down_proj.weight", {hidden, I});
+    if (e < held.begin || e >= held.end) continue;
     gates.push_back(expert + "gate_proj.weight");
     ups.push_back(expert + "up_proj.weight");
     downs.push_back(expert + "down_proj.weight");
   }
-  experts_.gate_up = weights.stacked_gate_up(gates, ups);
-  experts_.down = weights.stacked(downs);
+  experts_.gate_up = weights.stacked_gate_up(gates, ups, WeightShard{columns, {}});
+  experts_.down = weights.stacked(downs, WeightShard{{}, columns});
+  experts_.first_expert = held.begin;
   if (config.n_shared_experts > 0) shared_ = std::make_unique<DenseMlp>(weights, prefix + "shared_experts.");
 }
 
-Tensor Moe::forward(const Tensor& x) const {
-  Tensor logits = backend_.linear_f32(x, gate_);                              // [T, E] f32
+Tensor Moe::routed(const Tensor& x, int64_t* first_row) const {
+  *first_row = 0;
+  Tensor tokens = x;  // [T, hidden], or under DP attention every DP group's tokens [sum T, hidden]
+  if (plan_.place.config.attention_dp > 1) {
+    std::vector<int64_t> rows = parallel::gather_row_counts(*plan_.across_dp, x.dim(0));
+    for (int d = 0; d < plan_.place.dp_rank(); ++d) *first_row += rows[d];
+    tokens = plan_.across_dp->all_gather_rows(x, rows);
+  }
+  Tensor logits = backend_.linear_f32(tokens, gate_);                         // [T, E] f32
   backend::Routing routing = backend_.route(logits, score_bias_, router_);    // [T, top_k] ids, weights
-  Tensor out = backend_.moe_experts(x, routing, experts_);                    // [T, hidden]
-  if (shared_) backend_.add_inplace(out, shared_->forward(x));
+  return backend_.moe_experts(tokens, routing, experts_);                     // [T, hidden], this rank's part
+}
+
+Tensor Moe::forward(const Tensor& x) const {
+  int64_t first_row = 0;
+  Tensor out = routed(x, &first_row);
+  // A split shared expert joins the routed experts' sum; a whole one is added after it, once.
+  if (shared_ && shared_->split()) backend_.add_inplace(out, shared_->partial(x));
+  parallel::sum_over(plan_.world, out);
+  if (out.dim(0) != x.dim(0)) out = out.slice(first_row, first_row + x.dim(0));  // this DP group's rows
+  if (shared_ && !shared_->split()) backend_.add_inplace(out, shared_->forward(x));
   return out;
 }
 

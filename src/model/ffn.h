@@ -1,5 +1,10 @@
 // The feed-forward half of a decoder layer: a dense SiLU-gated MLP, or DeepSeekMoE (routed
 // experts chosen per token plus shared experts that every token passes through).
+//
+// Sharded (parallel/parallel_config.h): a dense MLP holds a slice of the intermediate columns (or all
+// of them under DP attention) and sums its partial outputs over every rank; a MoE layer holds a
+// slice of the routed experts (by expert or along I), gathers the tokens of every DP group first
+// under DP attention, and sums the routed and shared experts' partial outputs in one all-reduce.
 #pragma once
 
 #include <memory>
@@ -15,10 +20,16 @@ class DenseMlp {
   // prefix: "model.layers.N.mlp." or "...mlp.shared_experts."
   DenseMlp(const WeightLoader& weights, const std::string& prefix);
   Tensor forward(const Tensor& x) const;  // [T, hidden] -> [T, hidden]
+  // This rank's share of forward (its columns of I), before the sum over ranks.
+  Tensor partial(const Tensor& x) const;
+  // Whether the ranks split it (their partial outputs must be summed).
+  bool split() const { return split_; }
 
  private:
   backend::Backend& backend_;
-  backend::LinearWeight gate_up_;  // [2I, hidden]: gate_proj rows then up_proj rows
+  parallel::Communicator* world_;
+  bool split_;
+  backend::LinearWeight gate_up_;  // [2I, hidden]: gate_proj rows then up_proj rows (this rank's I)
   backend::LinearWeight down_;     // [hidden, I]
 };
 
@@ -28,11 +39,15 @@ class Moe {
   Tensor forward(const Tensor& x) const;                         // [T, hidden] -> [T, hidden]
 
  private:
+  // The routed experts' partial output for x, and for every DP group's tokens under DP attention.
+  Tensor routed(const Tensor& x, int64_t* first_row) const;
+
   backend::Backend& backend_;
+  parallel::RankPlan plan_;
   backend::RouterParams router_;
   backend::LinearWeight gate_;  // [E, hidden] f32: the router runs in float32
   Tensor score_bias_;           // [E] e_score_correction_bias (V3), undefined otherwise
-  backend::ExpertStack experts_;
+  backend::ExpertStack experts_;  // this rank's experts (first_expert on), or its columns of each
   std::unique_ptr<DenseMlp> shared_;  // null when n_shared_experts == 0
 };
 

@@ -4,9 +4,12 @@
 
 namespace dsinfer::model {
 MlaAttention::MlaAttention(const WeightLoader& weights, const std::string& prefix)
-    : backend_(weights.backend()) {
+    : backend_(weights.backend()), group_(weights.plan().attention) {
   const io::ModelConfig& config = weights.config();
-  heads_ = config.num_attention_heads;
+  // With tensor parallelism this rank holds heads [first, first + heads_) of every head-major weight.
+  const parallel::Range heads = weights.plan().place.heads(config.num_attention_heads);
+  const int64_t all_heads = config.num_attention_heads, first = heads.begin;
+  heads_ = heads.size();
   latent_ = config.kv_lora_rank;
   rope_dim_ = config.qk_rope_head_dim;
   nope_dim_ = config.qk_nope_head_dim;
@@ -14,31 +17,34 @@ MlaAttention::MlaAttention(const WeightLoader& weights, const std::string& prefi
   scale_ = static_cast<float>(config.softmax_scale());
   int64_t hidden = config.hidden_size, qk_dim = nope_dim_ + rope_dim_;
 
+  const int64_t kv_dim = nope_dim_ + v_dim_;
+  auto head_rows = [&](int64_t width) { return WeightShard{parallel::Range{first * width, (first + heads_) * width}, {}}; };
   if (config.q_lora_rank > 0) {
     weights.expect_shape(prefix + "q_a_proj.weight", {config.q_lora_rank, hidden});
-    weights.expect_shape(prefix + "q_b_proj.weight", {heads_ * qk_dim, config.q_lora_rank});
+    weights.expect_shape(prefix + "q_b_proj.weight", {all_heads * qk_dim, config.q_lora_rank});
     q_a_ = weights.linear(prefix + "q_a_proj.weight");
     q_a_norm_ = weights.f32(prefix + "q_a_layernorm.weight");
-    q_b_ = weights.linear(prefix + "q_b_proj.weight");
+    q_b_ = weights.linear(prefix + "q_b_proj.weight", head_rows(qk_dim));
   } else {
-    weights.expect_shape(prefix + "q_proj.weight", {heads_ * qk_dim, hidden});
-    q_proj_ = weights.linear(prefix + "q_proj.weight");
+    weights.expect_shape(prefix + "q_proj.weight", {all_heads * qk_dim, hidden});
+    q_proj_ = weights.linear(prefix + "q_proj.weight", head_rows(qk_dim));
   }
   weights.expect_shape(prefix + "kv_a_proj_with_mqa.weight", {latent_ + rope_dim_, hidden});
-  weights.expect_shape(prefix + "kv_b_proj.weight", {heads_ * (nope_dim_ + v_dim_), latent_});
-  weights.expect_shape(prefix + "o_proj.weight", {hidden, heads_ * v_dim_});
+  weights.expect_shape(prefix + "kv_b_proj.weight", {all_heads * kv_dim, latent_});
+  weights.expect_shape(prefix + "o_proj.weight", {hidden, all_heads * v_dim_});
   kv_a_ = weights.linear(prefix + "kv_a_proj_with_mqa.weight");
   kv_a_norm_ = weights.f32(prefix + "kv_a_layernorm.weight");
-  kv_b_ = weights.linear(prefix + "kv_b_proj.weight");
-  o_proj_ = weights.linear(prefix + "o_proj.weight");
+  kv_b_ = weights.linear(prefix + "kv_b_proj.weight", head_rows(kv_dim));
+  o_proj_ = weights.linear(prefix + "o_proj.weight",
+                           WeightShard{{}, parallel::Range{first * v_dim_, (first + heads_) * v_dim_}});
 
   // Split kv_b ([H * (dn + dv), L]: per head dn key rows then dv value rows) for the absorbed form.
   Tensor kv_b = weights.host_f32(prefix + "kv_b_proj.weight");
   Tensor w_uk_t = Tensor::empty(DType::kF32, {heads_, latent_, nope_dim_});
   Tensor w_uv = Tensor::empty(DType::kF32, {heads_, v_dim_, latent_});
-  const float* source = kv_b.data<float>();
+  const float* source = kv_b.data<float>() + first * kv_dim * latent_;
   for (int64_t h = 0; h < heads_; ++h) {
-    const float* head = source + h * (nope_dim_ + v_dim_) * latent_;
+    const float* head = source + h * kv_dim * latent_;
     for (int64_t i = 0; i < nope_dim_; ++i)
       for (int64_t l = 0; l < latent_; ++l)
         w_uk_t.data<float>()[(h * latent_ + l) * nope_dim_ + i] = head[i * latent_ + l];
@@ -71,7 +77,9 @@ Tensor MlaAttention::forward(const Tensor& x, const ForwardBatch& batch, Tensor&
     Tensor prompts = expanded(q.slice(split, T), cache, batch.expanded_part);
     out = backend_.concat_rows(decodes.view({split, heads_ * v_dim_}), prompts.view({T - split, heads_ * v_dim_}));
   }
-  return backend_.linear(out.view({T, heads_ * v_dim_}), o_proj_);        // [T, hidden]
+  Tensor partial = backend_.linear(out.view({T, heads_ * v_dim_}), o_proj_);  // [T, hidden], this rank's heads
+  parallel::sum_over(group_, partial);
+  return partial;
 }
 
 Tensor MlaAttention::expanded(const Tensor& q, const Tensor& cache, const backend::AttentionBatch& batch) const {

@@ -9,6 +9,10 @@
 //   out    = o_proj(attention)                                   [T, hidden]
 // with L = kv_lora_rank (512), dr = qk_rope_head_dim (64), dn = qk_nope_head_dim (128),
 // dv = v_head_dim (128) in DeepSeek-V3.
+//
+// With tensor parallelism a rank holds H / tp heads of q_b (or q_proj), kv_b and o_proj's columns;
+// the latent cache and kv_a are whole on every rank, and o_proj's partial sums are all-reduced over
+// the attention group (parallel/parallel_config.h).
 #pragma once
 
 #include <string>
@@ -34,6 +38,7 @@ class MlaAttention {
   Tensor absorbed(const Tensor& q, const Tensor& cache, const backend::AttentionBatch& batch) const;
 
   backend::Backend& backend_;
+  parallel::Communicator* group_;  // the attention group o_proj's partial sums are added over
   int64_t heads_, latent_, rope_dim_, nope_dim_, v_dim_;
   float scale_;
   backend::LinearWeight q_a_, q_b_, q_proj_;  // q_a/q_b when q_lora_rank > 0, else q_proj

@@ -57,6 +57,51 @@ std::string scale_name(const std::string& name) {
 
 uint64_t seed_of(const std::string& name) { return std::hash<std::string>{}(name); }
 
+// The shard's rows and columns of a [N, K] matrix, checked against it.
+parallel::Range rows_of(const WeightShard& shard, const Shape& full) {
+  parallel::Range rows = shard.rows.value_or(parallel::Range{0, full[-2]});
+  DSINFER_CHECK(rows.begin >= 0 && rows.begin < rows.end && rows.end <= full[-2], "rows [", rows.begin, ", ",
+                rows.end, ") of a weight with ", full[-2]);
+  return rows;
+}
+parallel::Range columns_of(const WeightShard& shard, const Shape& full) {
+  parallel::Range columns = shard.columns.value_or(parallel::Range{0, full[-1]});
+  DSINFER_CHECK(columns.begin >= 0 && columns.begin < columns.end && columns.end <= full[-1], "columns [",
+                columns.begin, ", ", columns.end, ") of a weight with ", full[-1]);
+  return columns;
+}
+
+// Whether a range of a dimension of `size` starts and ends on 128-element scale blocks.
+bool on_blocks(parallel::Range range, int64_t size) {
+  return range.begin % backend::kWeightBlock == 0 && (range.end % backend::kWeightBlock == 0 || range.end == size);
+}
+bool shard_on_blocks(const WeightShard& shard, const Shape& full) {
+  return on_blocks(rows_of(shard, full), full[-2]) && on_blocks(columns_of(shard, full), full[-1]);
+}
+
+// Rows and columns of a host matrix [N, K]: a view when the columns are all of them, else a copy.
+Tensor sub_matrix(const Tensor& matrix, parallel::Range rows, parallel::Range columns) {
+  if (columns.begin == 0 && columns.end == matrix.dim(1)) return matrix.slice(rows.begin, rows.end);
+  Tensor out = Tensor::empty(matrix.dtype(), {rows.size(), columns.size()});
+  const size_t element = dtype_size(matrix.dtype());
+  for (int64_t r = 0; r < rows.size(); ++r)
+    std::memcpy(static_cast<char*>(out.raw()) + r * columns.size() * element,
+                static_cast<const char*>(matrix.raw()) + ((rows.begin + r) * matrix.dim(1) + columns.begin) * element,
+                columns.size() * element);
+  return out;
+}
+
+// The scale blocks [ceil-divided] that cover a block-aligned range.
+parallel::Range blocks_of(parallel::Range range) {
+  return {range.begin / backend::kWeightBlock, (range.end + backend::kWeightBlock - 1) / backend::kWeightBlock};
+}
+
+// A dummy shard's seed: the weight's own when whole, else mixed with where the shard sits.
+std::string seed_name_of(const std::string& name, const WeightShard& shard) {
+  if (shard.whole()) return name;
+  return str_cat(name, "#", shard.rows ? shard.rows->begin : -1, ":", shard.columns ? shard.columns->begin : -1);
+}
+
 // Dummy magnitudes: weights uniform with standard deviation ~0.02; FP8 codes of std ~130 times a
 // block scale of ~1.5e-4 give the same.
 constexpr float kWeightBound = 0.035f;
@@ -65,8 +110,9 @@ constexpr float kFp8ScaleLow = 1.4e-4f, kFp8ScaleHigh = 1.7e-4f;
 
 }  // namespace
 
-WeightLoader::WeightLoader(const io::ModelConfig& config, io::StoredFormat format, backend::Backend& backend)
-    : config_(config), backend_(backend) {
+WeightLoader::WeightLoader(const io::ModelConfig& config, io::StoredFormat format, backend::Backend& backend,
+                           const parallel::RankPlan* plan)
+    : config_(config), backend_(backend), plan_(plan ? *plan : parallel::RankPlan{}) {
   for (io::TensorSpec& spec : io::checkpoint_tensors(config, format)) {
     std::string name = spec.name;
     dummy_specs_.emplace(std::move(name), std::move(spec));
@@ -85,8 +131,9 @@ const io::TensorSpec& WeightLoader::spec(const std::string& name) const {
   return it->second;
 }
 
-backend::LinearWeight WeightLoader::dummy_linear(Shape shape, bool fp8, const std::string& seed_name) const {
-  uint64_t seed = seed_of(seed_name);
+backend::LinearWeight WeightLoader::dummy_linear(Shape shape, bool fp8, const std::string& seed_name,
+                                                 const WeightShard& shard) const {
+  uint64_t seed = seed_of(seed_name_of(seed_name, shard));
   backend::LinearWeight weight;
   if (!fp8) {
     weight.data = backend_.empty(backend_.compute_dtype(), shape);
@@ -165,23 +212,34 @@ Tensor WeightLoader::to_compute(const Tensor& host) const {
   return device;
 }
 
-backend::LinearWeight WeightLoader::host_linear(const std::string& name) const {
+Shape WeightLoader::shard_shape(const std::string& name, const WeightShard& shard) const {
+  Shape shape = checkpoint_ ? checkpoint_->info(name).shape : spec(name).shape;
+  shape[-2] = rows_of(shard, shape).size();
+  shape[-1] = columns_of(shard, shape).size();
+  return shape;
+}
+
+backend::LinearWeight WeightLoader::host_linear(const std::string& name, const WeightShard& shard) const {
   const io::TensorInfo& info = checkpoint_->info(name);
   DSINFER_CHECK(info.shape.rank() == 2, checkpoint_->dir(), ": ", name, " must be a matrix, has shape ",
                 info.shape.to_string());
-  if (info.dtype == DType::kBF16 || info.dtype == DType::kF32) return {aligned(checkpoint_->tensor(name)), {}, {}};
+  parallel::Range rows = rows_of(shard, info.shape), columns = columns_of(shard, info.shape);
+  if (info.dtype == DType::kBF16 || info.dtype == DType::kF32)
+    return {sub_matrix(aligned(checkpoint_->tensor(name)), rows, columns), {}, {}};
   bool block_128 = config_.quantization.block_n == backend::kWeightBlock &&
                    config_.quantization.block_k == backend::kWeightBlock;
-  if (info.dtype == DType::kF8E4M3 && block_128 && checkpoint_->contains(scale_name(name))) {
+  if (info.dtype == DType::kF8E4M3 && block_128 && checkpoint_->contains(scale_name(name)) &&
+      shard_on_blocks(shard, info.shape)) {
     Tensor scale = host_f32(scale_name(name));
     int64_t blocks_n = (info.shape[0] + 127) / 128, blocks_k = (info.shape[1] + 127) / 128;
     DSINFER_CHECK(scale.rank() == 2 && scale.dim(0) == blocks_n && scale.dim(1) == blocks_k, checkpoint_->dir(),
                   ": ", scale_name(name), " has shape ", scale.shape().to_string(), ", expected [", blocks_n, ", ",
                   blocks_k, "]");
-    return {aligned(checkpoint_->tensor(name)), scale, backend::WeightFormat::kFp8Block};
+    return {sub_matrix(aligned(checkpoint_->tensor(name)), rows, columns),
+            sub_matrix(scale, blocks_of(rows), blocks_of(columns)), backend::WeightFormat::kFp8Block};
   }
-  // f16, or FP8 with another block size: widen once.
-  return {compute_host(host_f32(name)), {}, {}};
+  // f16, FP8 with another block size, or a shard that cuts FP8 scale blocks: widen once.
+  return {compute_host(sub_matrix(host_f32(name), rows, columns)), {}, {}};
 }
 
 Tensor WeightLoader::compute_host(const Tensor& wide) const {
@@ -200,9 +258,11 @@ backend::LinearWeight WeightLoader::to_device(const backend::LinearWeight& host)
   return device;
 }
 
-backend::LinearWeight WeightLoader::linear(const std::string& name) const {
-  if (!checkpoint_) return dummy_linear(spec(name).shape, is_fp8(name), name);
-  return to_device(host_linear(name));
+backend::LinearWeight WeightLoader::linear(const std::string& name, const WeightShard& shard) const {
+  if (!checkpoint_)
+    return dummy_linear(shard_shape(name, shard), is_fp8(name) && shard_on_blocks(shard, spec(name).shape), name,
+                        shard);
+  return to_device(host_linear(name, shard));
 }
 
 bool WeightLoader::is_fp8(const std::string& name) const {
@@ -224,50 +284,57 @@ backend::LinearWeight WeightLoader::stack_to_device(const std::vector<backend::L
   return out;
 }
 
-backend::LinearWeight WeightLoader::stacked(const std::vector<std::string>& names) const {
+backend::LinearWeight WeightLoader::stacked(const std::vector<std::string>& names, const WeightShard& shard) const {
   if (!checkpoint_) {
-    Shape one = spec(names.front()).shape;
-    return dummy_linear({static_cast<int64_t>(names.size()), one[0], one[1]}, is_fp8(names.front()), names.front());
+    Shape one = shard_shape(names.front(), shard);
+    bool fp8 = is_fp8(names.front()) && shard_on_blocks(shard, spec(names.front()).shape);
+    return dummy_linear({static_cast<int64_t>(names.size()), one[0], one[1]}, fp8, names.front(), shard);
   }
   std::vector<backend::LinearWeight> parts;
-  for (const std::string& name : names) parts.push_back(host_linear(name));
+  for (const std::string& name : names) parts.push_back(host_linear(name, shard));
   return stack_to_device(parts);
 }
 
 backend::LinearWeight WeightLoader::stacked_gate_up(const std::vector<std::string>& gates,
-                                                    const std::vector<std::string>& ups) const {
+                                                    const std::vector<std::string>& ups,
+                                                    const WeightShard& shard) const {
   DSINFER_CHECK(gates.size() == ups.size(), "stacked_gate_up: ", gates.size(), " gates but ", ups.size(), " ups");
   if (!checkpoint_) {
-    Shape one = spec(gates.front()).shape;
-    bool fp8 = is_fp8(gates.front()) && one[0] % backend::kWeightBlock == 0;  // as host_rows decides
-    return dummy_linear({static_cast<int64_t>(gates.size()), 2 * one[0], one[1]}, fp8, gates.front());
+    Shape one = shard_shape(gates.front(), shard);
+    bool fp8 = is_fp8(gates.front()) && shard_on_blocks(shard, spec(gates.front()).shape) &&
+               one[0] % backend::kWeightBlock == 0;  // as host_rows decides
+    return dummy_linear({static_cast<int64_t>(gates.size()), 2 * one[0], one[1]}, fp8, gates.front(), shard);
   }
   std::vector<backend::LinearWeight> parts;
-  for (size_t i = 0; i < gates.size(); ++i) parts.push_back(host_rows(gates[i], ups[i]));
+  for (size_t i = 0; i < gates.size(); ++i) parts.push_back(host_rows(gates[i], ups[i], shard));
   return stack_to_device(parts);
 }
 
-backend::LinearWeight WeightLoader::host_rows(const std::string& first, const std::string& second) const {
-  backend::LinearWeight a = host_linear(first), b = host_linear(second);
+backend::LinearWeight WeightLoader::host_rows(const std::string& first, const std::string& second,
+                                              const WeightShard& shard) const {
+  backend::LinearWeight a = host_linear(first, shard), b = host_linear(second, shard);
   DSINFER_CHECK(a.format == b.format && a.data.dim(1) == b.data.dim(1), checkpoint_->dir(), ": ", first, " ",
                 a.data.shape().to_string(), " and ", second, " ", b.data.shape().to_string(), " cannot be stacked");
   if (a.format == backend::WeightFormat::kFp8Block && a.data.dim(0) % backend::kWeightBlock != 0) {
     // The scale blocks of the second half would not line up: widen both.
-    a = {compute_host(host_f32(first)), {}, {}};
-    b = {compute_host(host_f32(second)), {}, {}};
+    const Shape& full = checkpoint_->info(first).shape;
+    parallel::Range rows = rows_of(shard, full), columns = columns_of(shard, full);
+    a = {compute_host(sub_matrix(host_f32(first), rows, columns)), {}, {}};
+    b = {compute_host(sub_matrix(host_f32(second), rows, columns)), {}, {}};
   }
   backend::LinearWeight out{stack_host({a.data, b.data}, false), {}, a.format};
   if (a.scale.defined()) out.scale = stack_host({a.scale, b.scale}, false);
   return out;
 }
 
-backend::LinearWeight WeightLoader::concatenated_rows(const std::string& first, const std::string& second) const {
+backend::LinearWeight WeightLoader::concatenated_rows(const std::string& first, const std::string& second,
+                                                      const WeightShard& shard) const {
   if (!checkpoint_) {
-    Shape a = spec(first).shape, b = spec(second).shape;
-    bool fp8 = is_fp8(first) && a[0] % backend::kWeightBlock == 0;
-    return dummy_linear({a[0] + b[0], a[1]}, fp8, first);
+    Shape a = shard_shape(first, shard), b = shard_shape(second, shard);
+    bool fp8 = is_fp8(first) && shard_on_blocks(shard, spec(first).shape) && a[0] % backend::kWeightBlock == 0;
+    return dummy_linear({a[0] + b[0], a[1]}, fp8, first, shard);
   }
-  return to_device(host_rows(first, second));
+  return to_device(host_rows(first, second, shard));
 }
 
 }  // namespace dsinfer::model

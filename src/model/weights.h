@@ -16,32 +16,49 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/backend.h"
 #include <chrono>
 #include <map>
+#include <optional>
 
+#include "backend/backend.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "io/tensor_specs.h"
+#include "parallel/rank_plan.h"
 
 namespace dsinfer::model {
 
+// The part of a [N, K] weight a rank loads (parallel/parallel_config.h says which): rows and columns
+// [begin, end); an empty one is the whole dimension. Of a stack, the part of each matrix.
+struct WeightShard {
+  std::optional<parallel::Range> rows, columns;
+  bool whole() const { return !rows && !columns; }
+};
+
 class WeightLoader {
  public:
-  WeightLoader(const io::Checkpoint& checkpoint, const io::ModelConfig& config, backend::Backend& backend)
-      : checkpoint_(&checkpoint), config_(config), backend_(backend) {}
-  // Random weights of the published layout in `format`.
-  WeightLoader(const io::ModelConfig& config, io::StoredFormat format, backend::Backend& backend);
+  // plan: the rank this loads for (null: the whole model on one rank); must outlive the loader.
+  WeightLoader(const io::Checkpoint& checkpoint, const io::ModelConfig& config, backend::Backend& backend,
+               const parallel::RankPlan* plan = nullptr)
+      : checkpoint_(&checkpoint), config_(config), backend_(backend), plan_(plan ? *plan : parallel::RankPlan{}) {}
+  // Random weights of the published layout in `format`. A shard of a dummy weight is random in its
+  // own right (not the matching part of the unsharded weight).
+  WeightLoader(const io::ModelConfig& config, io::StoredFormat format, backend::Backend& backend,
+               const parallel::RankPlan* plan = nullptr);
 
-  // [N, K] weight of a linear layer, in its stored format, on the backend's device.
-  backend::LinearWeight linear(const std::string& name) const;
+  // [N, K] weight of a linear layer (or the shard of it), in its stored format, on the backend's
+  // device. FP8 shards that would cut a 128 x 128 scale block are widened to the compute dtype.
+  backend::LinearWeight linear(const std::string& name, const WeightShard& shard = {}) const;
   // Linear weights of one format stacked along a new first axis: [count, N, K] (the routed experts).
-  backend::LinearWeight stacked(const std::vector<std::string>& names) const;
-  // Each expert's gate and up projections stacked along N, then the experts stacked: [E, 2I, K].
-  backend::LinearWeight stacked_gate_up(const std::vector<std::string>& gates,
-                                        const std::vector<std::string>& ups) const;
-  // Two linear weights stacked along N: [N_a + N_b, K] (the gate and up projections of an MLP).
-  backend::LinearWeight concatenated_rows(const std::string& first, const std::string& second) const;
+  backend::LinearWeight stacked(const std::vector<std::string>& names, const WeightShard& shard = {}) const;
+  // Each expert's gate and up projections stacked along N, then the experts stacked: [E, 2I, K]; a
+  // shard's rows are taken from each of the two.
+  backend::LinearWeight stacked_gate_up(const std::vector<std::string>& gates, const std::vector<std::string>& ups,
+                                        const WeightShard& shard = {}) const;
+  // Two linear weights stacked along N: [N_a + N_b, K] (the gate and up projections of an MLP); a
+  // shard's rows are taken from each of the two.
+  backend::LinearWeight concatenated_rows(const std::string& first, const std::string& second,
+                                          const WeightShard& shard = {}) const;
   // Any tensor as float32 on the device.
   Tensor f32(const std::string& name) const;
   // Any tensor as float32 on the host, for load-time rearrangement.
@@ -49,6 +66,8 @@ class WeightLoader {
   // A host float32 tensor in the backend's compute dtype, on the device.
   Tensor to_compute(const Tensor& host_f32) const;
   bool contains(const std::string& name) const;
+  // The shape of `name` as a shard of it has it ({}: the stored shape).
+  Shape shard_shape(const std::string& name, const WeightShard& shard) const;
   // Where the weights come from, for messages: the checkpoint directory or "dummy weights".
   std::string source() const;
   // Throws unless the tensor has the expected shape: "CHECKPOINT: NAME has shape [..], expected [..]".
@@ -56,16 +75,21 @@ class WeightLoader {
 
   backend::Backend& backend() const { return backend_; }
   const io::ModelConfig& config() const { return config_; }
+  // The rank being loaded: which shard of each module it holds and the groups it sums over.
+  const parallel::RankPlan& plan() const { return plan_; }
   // Bytes placed on the device so far and the seconds since loading began (the load report).
   int64_t loaded_bytes() const { return loaded_bytes_; }
   double seconds() const;
 
  private:
-  // The stored bytes of `name` on the host, in a format the backends take (see the file comment).
-  backend::LinearWeight host_linear(const std::string& name) const;
-  // Two stored weights stacked along N, on the host (FP8 whose scale blocks would straddle the two
-  // halves is widened to the compute dtype).
-  backend::LinearWeight host_rows(const std::string& first, const std::string& second) const;
+  // The stored bytes of `name` (or of its shard) on the host, in a format the backends take (see the
+  // file comment).
+  backend::LinearWeight host_linear(const std::string& name, const WeightShard& shard = {}) const;
+  // Two stored weights (or the same shard of each) stacked along N, on the host (FP8 whose scale
+  // blocks would straddle the two halves is widened to the compute dtype).
+  backend::LinearWeight host_rows(const std::string& first, const std::string& second,
+                                  const WeightShard& shard = {}) const;
+
   backend::LinearWeight stack_to_device(const std::vector<backend::LinearWeight>& host_parts) const;
   backend::LinearWeight to_device(const backend::LinearWeight& host) const;
   // A host float32 tensor converted to the backend's compute dtype, still on the host.
@@ -73,7 +97,8 @@ class WeightLoader {
 
   // --load-format dummy: the spec of `name` (throws naming it when the layout has no such tensor).
   const io::TensorSpec& spec(const std::string& name) const;
-  backend::LinearWeight dummy_linear(Shape shape, bool fp8, const std::string& seed_name) const;
+  backend::LinearWeight dummy_linear(Shape shape, bool fp8, const std::string& seed_name,
+                                     const WeightShard& shard = {}) const;
   Tensor dummy_host_f32(const std::string& name) const;
   bool is_fp8(const std::string& name) const;
 
@@ -88,6 +113,7 @@ class WeightLoader {
   std::map<std::string, io::TensorSpec> dummy_specs_;  // dummy weights: every tensor of the layout
   const io::ModelConfig& config_;
   backend::Backend& backend_;
+  parallel::RankPlan plan_;
 };
 
 }  // namespace dsinfer::model

@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "core/log.h"
+#include "runtime/sharded_model.h"
 #include "runtime/engine_impl.h"
 #include "runtime/output_constraint.h"
 #include "runtime/step_error.h"
@@ -319,14 +320,30 @@ void Engine::Impl::publish_stats() {
   published = stats;
 }
 
-Engine::Engine(const model::DeepseekModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config) {
+namespace {
+
+// The cache pages config asks for, or that its sequences and byte budget give.
+int64_t configured_pages(const model::DeepseekModel& model, const EngineConfig& config) {
   int64_t context = served_context(config.max_model_len, model.max_positions());
-  int64_t pages = config.num_pages > 0 ? config.num_pages
-                                       : pages_for(model, config.max_num_seqs, context, config.kv_cache_bytes);
+  return config.num_pages > 0 ? config.num_pages
+                              : pages_for(model, config.max_num_seqs, context, config.kv_cache_bytes);
+}
+
+ExecutorOptions executor_options(const EngineConfig& config) {
   ExecutorOptions options;
   options.cuda_graph_max_batch = static_cast<int>(std::min(config.cuda_graph_max_batch, config.max_num_seqs));
-  impl_ = std::make_unique<Impl>(make_model_executor(model, pages, options), tokenizer, std::move(config));
+  return options;
 }
+
+}  // namespace
+
+Engine::Engine(const model::DeepseekModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config)
+    : Engine(make_model_executor(model, configured_pages(model, config), executor_options(config)), tokenizer,
+             std::move(config)) {}
+
+Engine::Engine(const ShardedModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config)
+    : Engine(make_sharded_executor(model, configured_pages(model.rank(0), config), executor_options(config)),
+             tokenizer, std::move(config)) {}
 
 Engine::Engine(std::unique_ptr<StepExecutor> executor, const tokenizer::Tokenizer& tokenizer, EngineConfig config)
     : impl_(std::make_unique<Impl>(std::move(executor), tokenizer, std::move(config))) {}

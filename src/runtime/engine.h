@@ -24,6 +24,8 @@
 
 namespace dsinfer::runtime {
 
+class ShardedModel;
+
 struct EngineConfig {
   int64_t max_num_seqs = 256;             // sequences in a step at most
   int64_t max_num_batched_tokens = 2048;  // tokens in a step at most (decode + prefill chunks)
@@ -78,6 +80,8 @@ class Engine {
  public:
   // Serves `model` with a KV cache sized by config.
   Engine(const model::DeepseekModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config);
+  // Serves a model held by several ranks (tensor and expert parallelism); config sizes each rank's cache.
+  Engine(const ShardedModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config);
   // Serves through any executor (tests and benchmarks use a stand-in model).
   Engine(std::unique_ptr<StepExecutor> executor, const tokenizer::Tokenizer& tokenizer, EngineConfig config);
   ~Engine();  // stops the loop; requests still in flight finish with FinishReason::kAbort

@@ -1,0 +1,63 @@
+// One model held by several ranks (parallel/parallel_config.h): a rank is one GPU, or on the CPU a
+// thread standing in for one. Each rank has a thread of its own, on which its backend, its shard of
+// the model and its latent cache are made and used; every rank runs every step of an attention
+// group at once, and the collectives inside the layers keep them in step.
+//
+// make_sharded_executor serves it through the engine: each step runs on every rank (the same batch:
+// tensor parallel attention, experts split by expert or along I), and rank 0's tokens come back.
+// All ranks compute the same logits bit for bit (the sums give every rank the same bits), so every
+// rank samples the same tokens and keeps them for its next step's placeholders.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/deepseek_model.h"
+#include "parallel/rank_plan.h"
+#include "runtime/executor.h"
+
+namespace dsinfer::runtime {
+
+class ShardedModel {
+ public:
+  // Makes rank r's backend, on rank r's thread.
+  using BackendMaker = std::function<std::unique_ptr<backend::Backend>(int rank)>;
+  // Makes every rank's groups from the ranks' backends (local threads on the CPU, NCCL on GPUs).
+  using GroupMaker = std::function<std::vector<parallel::RankGroups>(const std::vector<backend::Backend*>&)>;
+
+  // Loads DIR's model (model::DeepseekModel::load with `options`) as config.world_size() shards.
+  ShardedModel(const std::string& dir, const parallel::ParallelConfig& config, const model::ModelOptions& options,
+               const BackendMaker& make_backend, const GroupMaker& make_groups);
+  ~ShardedModel();
+  ShardedModel(const ShardedModel&) = delete;
+  ShardedModel& operator=(const ShardedModel&) = delete;
+
+  const parallel::ParallelConfig& config() const { return config_; }
+  int size() const { return config_.world_size(); }
+  const model::DeepseekModel& rank(int r) const;
+
+  // Runs task(r) on every rank's thread at once and waits for all of them. When a rank throws, the
+  // others may be waiting in a collective for it: the groups are aborted (each waiting rank throws
+  // too) and the model can run no more steps; the first rank's error is rethrown, as a
+  // FatalDeviceError once the groups are aborted.
+  void on_every_rank(const std::function<void(int)>& task) const;
+
+ private:
+  class RankThread;
+  parallel::ParallelConfig config_;
+  std::vector<std::unique_ptr<RankThread>> threads_;
+  std::vector<std::unique_ptr<backend::Backend>> backends_;
+  std::vector<parallel::RankGroups> groups_;
+  std::vector<parallel::RankPlan> plans_;
+  std::vector<std::unique_ptr<model::DeepseekModel>> models_;
+  mutable bool broken_ = false;
+};
+
+// The engine's executor over every rank, each with a cache of `pages` pages. Sharded steps run
+// eagerly for now (options.cuda_graph_max_batch is ignored: graphs with NCCL inside are a later step).
+std::unique_ptr<StepExecutor> make_sharded_executor(const ShardedModel& model, int64_t pages,
+                                                    const ExecutorOptions& options = {});
+
+}  // namespace dsinfer::runtime

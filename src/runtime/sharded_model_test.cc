@@ -1,0 +1,218 @@
+// The model held by several ranks against the whole model on one rank: tensor-parallel attention,
+// dense MLPs split along I, routed experts split by expert (EP) or along I, DP attention (each DP
+// group its own sequences, the experts' tokens gathered), on the fixture models, over prompts and
+// decode steps; and the engine serving a sharded model greedily as it serves the whole one.
+//
+// On the CPU the ranks are threads with the local communicator (float32: the sums' order moves the
+// logits by rounding only). DSINFER_TEST_DEVICE=cuda runs the same on GPUs 0..N-1 through NCCL (bf16
+// tolerance; scripts/gpu-test.sh on a machine of 2 or more GPUs); layouts needing more ranks than
+// GPUs fail there, never skip.
+#include "runtime/sharded_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "backend/make_backend.h"
+#include "backend/test_device.h"
+#include "core/source_path.h"
+#include "model/batch_builder.h"
+#include "model/test_logits.h"
+#include "parallel/nccl_rank_groups.h"
+#include "runtime/completion.h"
+#include "runtime/engine.h"
+#include "runtime/step_error.h"
+
+namespace dsinfer::runtime {
+namespace {
+
+using backend::test_device;
+using parallel::ParallelConfig;
+
+std::string fixture_dir(const std::string& name) { return source_path("tests/fixtures/models/" + name); }
+bool on_cpu() { return test_device() == "cpu"; }
+
+// Of the largest logit: float32 sums in another order on the CPU; bf16 partial sums on GPUs.
+float tolerance() { return on_cpu() ? 2e-5f : 2e-2f; }
+
+backend::BackendOptions backend_options(const std::string& fixture) {
+  backend::BackendOptions options;
+  options.fp8_bf16_activations = fixture.find("fp8") != std::string::npos;  // as model_test
+  return options;
+}
+
+std::unique_ptr<ShardedModel> load_sharded(const std::string& fixture, const ParallelConfig& config) {
+  auto make_backend = [&](int rank) {
+    return backend::make_backend(on_cpu() ? "cpu" : "cuda:" + std::to_string(rank), backend_options(fixture));
+  };
+  auto make_groups = [&](const std::vector<backend::Backend*>& backends) {
+    return on_cpu() ? parallel::make_local_rank_groups(config) : parallel::make_nccl_rank_groups(config, backends);
+  };
+  return std::make_unique<ShardedModel>(fixture_dir(fixture), config, model::ModelOptions{}, make_backend,
+                                        make_groups);
+}
+
+// A few sequences stepped together: a prompt each, then decode steps that feed back the argmax.
+struct Sequences {
+  std::vector<std::vector<int32_t>> tokens = {
+      {1, 17, 42, 7, 99, 5, 63, 12, 8, 71, 30}, {1, 250, 3}, {1, 9, 9, 9, 120, 64, 33, 18, 2, 44, 91, 17, 6, 77, 55,
+                                                                 21, 13, 88, 4, 49, 101, 36, 28, 11, 60, 3, 95}};
+  std::vector<int32_t> computed = {0, 0, 0};
+
+  // The next step of the sequences in `which` (each gets pages [8i, 8i + 8)): their uncomputed tokens.
+  model::ForwardBatch batch(const std::vector<int>& which) const {
+    model::BatchBuilder builder;
+    for (int i : which) {
+      std::vector<int32_t> pages;
+      for (int32_t p = 0; p < 8; ++p) pages.push_back(8 * i + p);
+      std::span<const int32_t> fresh(tokens[i].data() + computed[i], tokens[i].size() - computed[i]);
+      builder.add(fresh, computed[i], pages, model::LogitRows::kLast);
+    }
+    return builder.build();
+  }
+};
+
+// The logits [3, vocab] of each step of the whole model: prompts, then `decodes` decode steps.
+std::vector<Tensor> whole_model_steps(const std::string& fixture, int decodes) {
+  auto backend = backend::make_backend(on_cpu() ? "cpu" : "cuda:0", backend_options(fixture));
+  auto model = model::DeepseekModel::load(fixture_dir(fixture), *backend);
+  model::LatentCache cache = model->make_cache(24);
+  Sequences sequences;
+  std::vector<Tensor> steps;
+  for (int step = 0; step <= decodes; ++step) {
+    steps.push_back(model->forward(sequences.batch({0, 1, 2}), cache).logits);
+    for (int i = 0; i < 3; ++i) {
+      sequences.computed[i] = static_cast<int32_t>(sequences.tokens[i].size());
+      sequences.tokens[i].push_back(model::argmax_row(steps.back(), i));
+    }
+  }
+  return steps;
+}
+
+struct Layout {
+  const char* fixture;
+  ParallelConfig config;
+};
+
+std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
+  const ParallelConfig& c = info.param.config;
+  std::string name = std::string(info.param.fixture) + "_tp" + std::to_string(c.attention_tp) + "_dp" +
+                     std::to_string(c.attention_dp) + (c.expert_parallel ? "_ep" : "");
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+class ShardedModelTest : public ::testing::TestWithParam<Layout> {};
+
+// Each DP group steps its own sequences (sequence i in group i % dp) on its own cache; every rank's
+// logits of a sequence match the whole model's, at every step, and the ranks of a group agree bit
+// for bit.
+TEST_P(ShardedModelTest, EveryStepGivesTheWholeModelsLogits) {
+  const Layout& layout = GetParam();
+  const int decodes = 3;
+  std::vector<Tensor> expected = whole_model_steps(layout.fixture, decodes);
+  auto sharded = load_sharded(layout.fixture, layout.config);
+  const int ranks = sharded->size(), groups = layout.config.attention_dp;
+  std::vector<std::unique_ptr<model::LatentCache>> caches(ranks);
+  sharded->on_every_rank([&](int r) { caches[r] = std::make_unique<model::LatentCache>(sharded->rank(r).make_cache(24)); });
+
+  Sequences sequences;
+  for (int step = 0; step <= decodes; ++step) {
+    std::vector<Tensor> logits(ranks);  // [its group's sequences, vocab]
+    sharded->on_every_rank([&](int r) {
+      std::vector<int> mine;
+      for (int i = 0; i < 3; ++i)
+        if (i % groups == sharded->rank(r).place().dp_rank()) mine.push_back(i);
+      logits[r] = sharded->rank(r).forward(sequences.batch(mine), *caches[r]).logits;
+    });
+    const float bound = tolerance() * model::max_abs(expected[step]);
+    for (int r = 0; r < ranks; ++r) {
+      int group = sharded->rank(r).place().dp_rank(), row = 0;
+      for (int i = group; i < 3; i += groups, ++row) {
+        const int64_t vocab = expected[step].dim(1);
+        Tensor mine = logits[r].slice(row, row + 1), theirs = expected[step].slice(i, i + 1);
+        EXPECT_LE(model::max_abs_diff(mine.view({1, vocab}), theirs.view({1, vocab})), bound)
+            << "rank " << r << ", sequence " << i << ", step " << step;
+      }
+      const int first_of_group = group * layout.config.attention_tp;
+      EXPECT_EQ(0.0f, model::max_abs_diff(logits[r], logits[first_of_group])) << "rank " << r << ", step " << step;
+    }
+    for (int i = 0; i < 3; ++i) {  // the whole model's tokens, so both follow the same sequences
+      sequences.computed[i] = static_cast<int32_t>(sequences.tokens[i].size());
+      sequences.tokens[i].push_back(model::argmax_row(expected[step], i));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ShardedModelTest,
+    ::testing::Values(Layout{"v3-tiny", {.attention_tp = 2}},                                       // experts along I
+                      Layout{"v3-tiny", {.attention_tp = 2, .expert_parallel = true}},              // EP 2
+                      Layout{"v3-tiny-fp8", {.attention_tp = 2, .expert_parallel = true}},          // FP8 shards
+                      Layout{"v3-tiny-fp8", {.attention_tp = 2}},                                   // widened shards
+                      Layout{"v3-tiny", {.attention_dp = 2, .expert_parallel = true}},              // DP attention
+                      Layout{"v3-tiny", {.attention_tp = 2, .attention_dp = 2, .expert_parallel = true}},  // EP 4
+                      Layout{"v3-tiny", {.attention_dp = 4, .expert_parallel = true}},
+                      Layout{"v3-tiny", {.attention_dp = 2}},
+                      Layout{"v2-lite-tiny", {.attention_tp = 3}},
+                      Layout{"v2-lite-tiny", {.attention_tp = 3, .expert_parallel = true}},
+                      Layout{"v2-lite-tiny", {.attention_dp = 2, .expert_parallel = true}}),
+    layout_name);
+
+// The engine serving a TP 2 + EP 2 model answers greedy requests with the whole model's tokens: on
+// the bundled model, trained, whose greedy choices have clear margins (a random fixture's near-ties
+// may flip under bf16 sums in another order on GPUs).
+TEST(ShardedEngine, GreedyRequestsGiveTheWholeModelsTokens) {
+  const std::string dir = source_path("models/dsv3-tiny");
+  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
+  EngineConfig config = offline_engine_config(3, 64, 160);
+  config.cuda_graph_max_batch = 0;
+  RequestOptions options;
+  options.max_tokens = 160;
+  // The chat template's renderings of "123+456", "Sort 228, 881, 622, 489 from smallest to largest."
+  // and "987*65".
+  const std::vector<std::vector<int32_t>> prompts = {
+      {0, 3, 2310, 26, 1551, 4},
+      {0, 3, 495, 236, 1570, 27, 236, 1986, 27, 236, 1647, 27, 236, 1932, 505, 389, 371, 385, 29, 4},
+      {0, 3, 2086, 25, 418, 4}};
+
+  auto backend = backend::make_backend(on_cpu() ? "cpu" : "cuda:0");
+  auto whole = model::DeepseekModel::load(dir, *backend);
+  std::vector<std::vector<int32_t>> expected;
+  {
+    Engine engine(*whole, tokenizer, config);
+    for (const auto& prompt : prompts) expected.push_back(complete_request(engine, prompt, options).tokens);
+  }
+  auto make_backend = [](int rank) { return backend::make_backend(on_cpu() ? "cpu" : "cuda:" + std::to_string(rank)); };
+  const ParallelConfig layout{.attention_tp = 2, .expert_parallel = true};
+  auto make_groups = [&](const std::vector<backend::Backend*>& backends) {
+    return on_cpu() ? parallel::make_local_rank_groups(layout) : parallel::make_nccl_rank_groups(layout, backends);
+  };
+  ShardedModel sharded(dir, layout, model::ModelOptions{}, make_backend, make_groups);
+  Engine engine(sharded, tokenizer, config);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Completion result = complete_request(engine, prompts[i], options);
+    ASSERT_NE(result.finish_reason, FinishReason::kError) << result.error;
+    EXPECT_GT(result.tokens.size(), 10u);
+    EXPECT_EQ(result.tokens, expected[i]) << "prompt " << i;
+  }
+}
+
+// A rank that fails its step does not leave the others waiting in a collective: the step fails,
+// and the sharded model refuses further steps instead of hanging.
+TEST(ShardedEngine, ARankThatFailsStopsTheOthersInsteadOfHangingThem) {
+  auto sharded = load_sharded("v3-tiny", {.attention_tp = 2});
+  std::vector<std::unique_ptr<model::LatentCache>> caches(2);
+  sharded->on_every_rank([&](int r) { caches[r] = std::make_unique<model::LatentCache>(sharded->rank(r).make_cache(8)); });
+  Sequences sequences;
+  EXPECT_THROW(sharded->on_every_rank([&](int r) {
+    model::ForwardBatch batch = sequences.batch({0});
+    if (r == 1) batch.token_ids[0] = -5;  // refused by rank 1 alone, before its first collective
+    sharded->rank(r).forward(batch, *caches[r]);
+  }),
+               FatalDeviceError);
+  EXPECT_THROW(sharded->on_every_rank([](int) {}), Error);
+}
+
+}  // namespace
+}  // namespace dsinfer::runtime
