@@ -7,7 +7,10 @@
 #      graph replay against eager execution, and overlapped steps against synchronous ones;
 #   3. the server end to end on the GPU (engine, sampling, streaming, failures, structured output
 #      and logit_bias) over the fixture and the bundled models;
-#   4. compute-sanitizer memcheck over the conformance harness.
+#   4. compute-sanitizer memcheck over the conformance harness;
+#   5. on 2 GPUs or more, the NCCL communicator against the CPU's, and the model sharded over the
+#      GPUs (tensor, DP-attention and expert parallel) against the whole model on GPU 0 (skipped,
+#      and said so, on one GPU; layouts of more ranks than GPUs are left out, and listed).
 # Every step fails loudly without a GPU. Usage: scripts/gpu-test.sh [BUILD_DIR] (default: build);
 # logs go to $GPU_TEST_LOGS (default: BUILD_DIR/gpu-test-logs); $GPU_TEST_STEPS names a subset.
 set -uo pipefail
@@ -48,6 +51,22 @@ exact="*SixtyFourConcurrentStreamsEachMatchTheRequestRunAlone*:*PreemptionInATin
 step server env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_test" --gtest_filter="-$exact"
 # Structured output and logit_bias end to end: the CUDA sampler's masks and biases on the bundled model.
 step structured env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_structured_test"
+# Every collective over NCCL against LocalCommunicator, one thread per GPU. The binary fails on one
+# GPU; this step is skipped there, on purpose, since single-GPU machines cannot run it. NVLink
+# multicast stays off (the binary sets it too).
+gpus=$(nvidia-smi -L | wc -l)
+if ((gpus >= 2)); then
+  step nccl env NCCL_NVLS_ENABLE=0 "$build/src/parallel/nccl_communicator_test"
+  # The sharded model's layouts, each needing tp x dp GPUs: those of more ranks than this machine has
+  # are left out here (the names say tp and dp).
+  too_big=$(for tp in 1 2 3 4 8; do for dp in 1 2 3 4 8; do
+    ((tp * dp > gpus)) && printf '*_tp%d_dp%d:*_tp%d_dp%d_ep:' "$tp" "$dp" "$tp" "$dp"; done; done)
+  echo "sharded: layouts of more than $gpus ranks left out"
+  step sharded env NCCL_NVLS_ENABLE=0 DSINFER_TEST_DEVICE=cuda "$build/src/runtime/sharded_model_test" \
+    --gtest_filter="-${too_big%:}"
+elif [[ -z "${GPU_TEST_STEPS:-}" || " $GPU_TEST_STEPS " == *" nccl "* || " $GPU_TEST_STEPS " == *" sharded "* ]]; then
+  echo "SKIP nccl, sharded: need 2 GPUs"
+fi
 if command -v compute-sanitizer >/dev/null; then
   step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$build/src/backend/cuda/cuda_conformance_test" --gtest_filter='*Small*'

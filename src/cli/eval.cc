@@ -6,8 +6,9 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "cli/parallel_flags.h"
+#include "cli/served_model.h"
 #include "cli/verbs.h"
-#include "backend/make_backend.h"
 #include "core/json.h"
 #include "runtime/evaluation.h"
 #include "openai/tool_call_parser.h"
@@ -63,23 +64,22 @@ int run_eval(int argc, char** argv) {
   flags.add_int("max-new-tokens", "tokens per answer at most", 768);
   flags.add_int("max-num-seqs", "problems in flight at once", 64);
   flags.add_string("device", "DEVICE", "where to run: cpu, cuda or cuda:N", false, "cpu");
+  add_parallel_flags(flags);
   flags.add_bool("json", "print the result as JSON");
   if (!flags.parse(argc, argv)) return 0;
-  std::string device = flags.get_string("device");
-  DSINFER_CHECK(backend::backend_built(device), "--device ", device, " is not available in this build");
   std::string dir = flags.get_string("model"), task = flags.get_string("task");
   DSINFER_CHECK(flags.get_int("num") > 0, "--num must be positive");
   std::string path = flags.has("data") ? flags.get_string("data")
                                        : dir + "/eval/" + (task == "mtp" ? "mtp_text" : task) + ".jsonl";
 
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
-  auto backend = backend::make_backend(device);
-  auto model = model::DeepseekModel::load(dir, *backend);
+  auto served = ServedModel::load(dir, flags);
   Json out;
   out["model"] = dir;
   out["task"] = task;
   if (task == "mtp") {
-    runtime::MtpResult result = runtime::evaluate_mtp(*model, tokenizer, path, flags.get_int("num"));
+    DSINFER_CHECK(!served->sharded(), "--task mtp runs the model on one rank: leave out the parallel flags");
+    runtime::MtpResult result = runtime::evaluate_mtp(served->model(), tokenizer, path, flags.get_int("num"));
     out["positions"] = result.positions;
     out["accuracy"] = result.accuracy();
     out["completion_positions"] = result.completion_positions;
@@ -92,12 +92,12 @@ int run_eval(int argc, char** argv) {
     runtime::EngineConfig config;
     config.max_num_seqs = flags.get_int("max-num-seqs");
     config.max_num_batched_tokens = 4096;
-    runtime::Engine engine(*model, tokenizer, config);
+    std::unique_ptr<runtime::Engine> engine = served->engine(tokenizer, config);
     auto check = [](const Json& row, const std::string& completion) {
       return row.contains("tool_call") ? tool_call_matches(row, completion) : runtime::answer_matches(row, completion);
     };
     runtime::TaskResult result =
-        runtime::evaluate_task(engine, tokenizer, path, flags.get_int("num"), flags.get_int("max-new-tokens"), check);
+        runtime::evaluate_task(*engine, tokenizer, path, flags.get_int("num"), flags.get_int("max-new-tokens"), check);
     out["problems"] = result.problems;
     out["correct"] = result.correct;
     out["accuracy"] = result.accuracy();

@@ -5,6 +5,8 @@
 #include "backend/backend.h"
 #include "cli/flags.h"
 #include "cli/model_files.h"
+#include "cli/parallel_flags.h"
+#include "cli/served_model.h"
 #include "cli/verbs.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -33,6 +35,7 @@ Flags generate_flags() {
   flags.add_int("seed", "seed of the sampler", 0);
   flags.add_string("device", "DEVICE", "where to run: cpu, cuda or cuda:N", false, "cpu");
   add_model_flags(flags);
+  add_parallel_flags(flags);
   flags.add_bool("json", "print {prompt_ids, output_ids, text, finish_reason} as JSON");
   flags.add_string("prompt-logits", "FILE.npy", "write the logits at every prompt position, float32 [prompt, vocab]");
   return flags;
@@ -57,15 +60,26 @@ std::vector<int32_t> prompt_ids(const Flags& flags, const tokenizer::Tokenizer& 
   return tokenizer.encode(chat_template.render(messages, /*add_generation_prompt=*/true), false);
 }
 
-// The logits at every prompt position, from one forward pass on a cache of its own.
-Tensor prompt_logits(const model::DeepseekModel& model, const std::vector<int32_t>& prompt) {
+// The logits at every prompt position, from one forward pass on a cache of its own (on every rank of
+// a sharded model, whose ranks all compute them).
+Tensor prompt_logits(const ServedModel& served, const std::vector<int32_t>& prompt) {
   auto pages = static_cast<int32_t>(prompt.size() / model::kPageSize + 1);
-  model::LatentCache cache = model.make_cache(pages);
   std::vector<int32_t> page_ids(pages);
   for (int32_t i = 0; i < pages; ++i) page_ids[i] = i;
   model::BatchBuilder builder;
   builder.add(prompt, 0, page_ids, model::LogitRows::kAll);
-  return model.forward(builder.build(), cache).logits;
+  model::ForwardBatch batch = builder.build();
+  auto forward = [&](const model::DeepseekModel& model) {
+    model::LatentCache cache = model.make_cache(pages);
+    return model.forward(batch, cache).logits;
+  };
+  if (!served.sharded()) return forward(served.model());
+  Tensor logits;
+  served.shards()->on_every_rank([&](int r) {
+    Tensor mine = forward(served.shards()->rank(r));
+    if (r == 0) logits = mine;
+  });
+  return logits;
 }
 
 }  // namespace
@@ -73,8 +87,6 @@ Tensor prompt_logits(const model::DeepseekModel& model, const std::vector<int32_
 int run_generate(int argc, char** argv) {
   Flags flags = generate_flags();
   if (!flags.parse(argc, argv)) return 0;
-  std::string device = flags.get_string("device");
-  DSINFER_CHECK(backend::backend_built(device), "--device ", device, " is not available in this build");
   std::string dir = flags.get_string("model");
   int64_t max_new_tokens = flags.get_int("max-new-tokens");
   DSINFER_CHECK(max_new_tokens >= 0, "--max-new-tokens must not be negative");
@@ -85,24 +97,23 @@ int run_generate(int argc, char** argv) {
 
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
   std::vector<int32_t> prompt = prompt_ids(flags, tokenizer, dir);
-  auto backend = backend::make_backend(device);
-  auto model = model::DeepseekModel::load(dir, *backend, model_options(flags));
-  if (flags.has("prompt-logits")) write_npy(flags.get_string("prompt-logits"), prompt_logits(*model, prompt));
+  auto served = ServedModel::load(dir, flags, model_options(flags));
+  if (flags.has("prompt-logits")) write_npy(flags.get_string("prompt-logits"), prompt_logits(*served, prompt));
 
   auto prompt_tokens = static_cast<int64_t>(prompt.size());
   runtime::EngineConfig config = runtime::offline_engine_config(1, prompt_tokens, max_new_tokens);
   config.cuda_graph_max_batch = cuda_graph_max_batch(flags);
   config.overlap_schedule = !flags.get_bool("disable-overlap-schedule");
-  runtime::Engine engine(*model, tokenizer, config);
+  std::unique_ptr<runtime::Engine> engine = served->engine(tokenizer, config);
   // The context bounds the output too, as when serving.
-  max_new_tokens = std::min(max_new_tokens, std::max<int64_t>(0, engine.max_model_len() - prompt_tokens));
+  max_new_tokens = std::min(max_new_tokens, std::max<int64_t>(0, engine->max_model_len() - prompt_tokens));
   runtime::RequestOptions options;
   options.max_tokens = max_new_tokens;
   options.sampling.temperature = static_cast<float>(temperature);
   options.sampling.top_p = static_cast<float>(top_p);
   options.sampling.top_k = static_cast<int>(flags.get_int("top-k"));
   options.sampling.seed = static_cast<uint64_t>(flags.get_int("seed"));
-  runtime::Completion result = runtime::complete_request(engine, prompt, options);
+  runtime::Completion result = runtime::complete_request(*engine, prompt, options);
   DSINFER_CHECK(result.finish_reason != runtime::FinishReason::kError, "generation failed: ", result.error);
   std::string finish_reason = runtime::finish_reason_name(result.finish_reason);
   const std::string& text = result.text;

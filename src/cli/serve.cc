@@ -17,6 +17,8 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "backend/make_backend.h"
+#include "cli/parallel_flags.h"
+#include "cli/served_model.h"
 #include "core/parallel.h"
 #include "model/kv_cache.h"
 #include "runtime/engine.h"
@@ -113,8 +115,8 @@ server::GatewayOptions gateway_options(const std::string& dir) {
 int run_serve(int argc, char** argv) {
   Flags flags = serve_flags();
   if (!flags.parse(argc, argv)) return 0;
-  std::string device = flags.get_string("device");
-  DSINFER_CHECK(backend::backend_built(device), "--device ", device, " is not available in this build");
+  DSINFER_CHECK(backend::backend_built(flags.get_string("device")), "--device ", flags.get_string("device"),
+                " is not available in this build");
   check_serve_flags(flags);
   const server::HttpServerOptions http = http_options(flags);
   // The ranges of the numbers were checked while parsing (serve_flags); what needs more is checked
@@ -147,6 +149,10 @@ int run_serve(int argc, char** argv) {
   options.enable_auto_tool_choice = flags.get_bool("enable-auto-tool-choice");
   options.log_requests = log_requests_enabled(flags);
   options.gateway = gateway_options(dir);
+  const parallel::ParallelConfig layout = parallel_config(flags);
+  options.gateway.tp_size = layout.world_size();
+  options.gateway.dp_size = layout.attention_dp;
+  options.gateway.ep_size = layout.ep_size();
   // A template that does not parse stops the start, before the model loads.
   std::unique_ptr<chat::ChatTemplate> chat_template;
   if (flags.has("chat-template")) {
@@ -167,10 +173,10 @@ int run_serve(int argc, char** argv) {
       log_warning("no chat template: ", error.what());
     }
   }
-  auto backend = backend::make_backend(device);
-  auto model = model::DeepseekModel::load(dir, *backend, model_options(flags));
-  DSINFER_CHECK(max_model_len <= model->max_positions(), "--max-model-len ", max_model_len,
-                " is above the model's limit of ", model->max_positions(),
+  auto served = ServedModel::load(dir, flags, model_options(flags));
+  const model::DeepseekModel& model = served->model();
+  DSINFER_CHECK(max_model_len <= model.max_positions(), "--max-model-len ", max_model_len,
+                " is above the model's limit of ", model.max_positions(),
                 " positions (config.json: max_position_embeddings)");
 
   runtime::EngineConfig config;
@@ -183,19 +189,28 @@ int run_serve(int argc, char** argv) {
   config.seed = static_cast<uint64_t>(flags.get_int("seed"));
   config.cuda_graph_max_batch = cuda_graph_max_batch(flags);
   config.overlap_schedule = !flags.get_bool("disable-overlap-schedule");
-  if (backend->device() != Device::kCpu && config.num_pages == 0) {
-    // The GPU's memory plan: a dry run of the largest steps, then pages from what is left.
+  if (model.backend().device() != Device::kCpu && config.num_pages == 0) {
+    // The GPU's memory plan: a dry run of the largest steps, then pages from what is left. A sharded
+    // model plans on every rank at once (the dry runs' collectives need them all); the rank with the
+    // least room sets every rank's pool.
     runtime::MemoryPlanInputs inputs;
     inputs.gpu_memory_utilization = flags.get_double("gpu-memory-utilization");
     inputs.max_num_batched_tokens = config.max_num_batched_tokens;
     inputs.max_num_seqs = config.max_num_seqs;
     inputs.max_model_len = config.max_model_len;
-    inputs.cuda_graph_max_batch = std::min(config.cuda_graph_max_batch, config.max_num_seqs);
-    runtime::MemoryPlan plan = runtime::plan_memory(*model, inputs);
-    std::printf("%s", plan.table().c_str());
-    config.num_pages = plan.pages;
+    inputs.cuda_graph_max_batch = served->sharded() ? 0 : std::min(config.cuda_graph_max_batch, config.max_num_seqs);
+    std::vector<runtime::MemoryPlan> plans(served->sharded() ? served->shards()->size() : 1);
+    if (served->sharded()) {
+      served->shards()->on_every_rank([&](int r) { plans[r] = runtime::plan_memory(served->shards()->rank(r), inputs); });
+    } else {
+      plans[0] = runtime::plan_memory(model, inputs);
+    }
+    std::printf("%s", plans[0].table().c_str());
+    config.num_pages = plans[0].pages;
+    for (const runtime::MemoryPlan& plan : plans) config.num_pages = std::min(config.num_pages, plan.pages);
   }
-  runtime::Engine engine(*model, tokenizer, config);
+  std::unique_ptr<runtime::Engine> engine_holder = served->engine(tokenizer, config);
+  runtime::Engine& engine = *engine_holder;
   // A pool smaller than one context would cut answers short with finish_reason "length".
   const int64_t pool_tokens = engine.stats().total_pages * model::kPageSize;
   DSINFER_CHECK(pool_tokens >= engine.max_model_len(), "the KV cache holds ", engine.stats().total_pages,

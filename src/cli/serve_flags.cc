@@ -1,8 +1,11 @@
 #include "cli/serve_flags.h"
 
+#include "cli/parallel_flags.h"
+
 #include <limits>
 
 #include "cli/model_files.h"
+#include "cli/parallel_flags.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/strings.h"
@@ -68,16 +71,7 @@ Flags serve_flags() {
   // Features of later issues: refused with the issue's number unless they ask for what is here.
   flags.add_string("kv-cache-dtype", "DTYPE", "auto or bfloat16 (the KV cache is bfloat16 on the GPU); fp8 arrives "
                    "with issue 9", false, "auto");
-  flags.add_int("tensor-parallel-size", "1 only: multi-GPU serving arrives with issue 11", 1);
-  flags.add_alias("tp", "tensor-parallel-size");
-  flags.add_alias("tp-size", "tensor-parallel-size");  // SGLang
-  flags.add_int("data-parallel-size", "1 only: multi-GPU serving arrives with issue 11", 1);
-  flags.add_alias("dp", "data-parallel-size");
-  flags.add_alias("dp-size", "data-parallel-size");  // SGLang
-  flags.add_int("expert-parallel-size", "1 only: expert parallelism arrives with issue 11", 1);
-  flags.add_alias("ep", "expert-parallel-size");
-  flags.add_alias("ep-size", "expert-parallel-size");  // SGLang
-  flags.add_bool("enable-expert-parallel", "refused: expert parallelism arrives with issue 11");
+  add_parallel_flags(flags);
   flags.add_string("speculative-config", "JSON", "refused: speculative decoding (MTP) arrives with issue 10");
 
   // Ranges, refused while parsing (CLI11's message names the flag). serve.cc checks what needs more
@@ -97,8 +91,6 @@ Flags serve_flags() {
   flags.set_range("max-queued-mb", 1, 4096);
   flags.set_range("request-threads", 1, 256);
   flags.set_range("threads", 0, 4096);
-  for (const char* size : {"tensor-parallel-size", "data-parallel-size", "expert-parallel-size"})
-    flags.set_range(size, 1, 4096);
   return flags;
 }
 
@@ -112,11 +104,7 @@ void check_serve_flags(const Flags& flags) {
   const std::string kv_dtype = flags.get_string("kv-cache-dtype");
   DSINFER_CHECK(kv_dtype == "auto" || kv_dtype == "bfloat16", "--kv-cache-dtype ", kv_dtype,
                 " is not supported yet: FP8 KV cache arrives with issue 9 (auto and bfloat16 work today)");
-  for (const char* name : {"tensor-parallel-size", "data-parallel-size", "expert-parallel-size"})
-    DSINFER_CHECK(flags.get_int(name) == 1, "--", name, " ", flags.get_int(name),
-                  " is not supported yet: serving across several GPUs arrives with issue 11 (1 works today)");
-  DSINFER_CHECK(!flags.get_bool("enable-expert-parallel"),
-                "--enable-expert-parallel is not supported yet: expert parallelism arrives with issue 11");
+  parallel_config(flags);
   DSINFER_CHECK(!flags.has("speculative-config"),
                 "--speculative-config is not supported yet: speculative decoding (MTP) arrives with issue 10");
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/parallel_flags.h"
 #include "core/error.h"
 
 namespace dsinfer::cli {
@@ -58,13 +59,26 @@ TEST(ServeFlags, VllmAndSglangSpellingsAreAccepted) {
 TEST(ServeFlags, FeaturesOfLaterIssuesAreRefusedWithTheIssue) {
   EXPECT_NE(refusal({"/m", "--kv-cache-dtype", "fp8"}).find("issue 9"), std::string::npos);
   EXPECT_NE(refusal({"/m", "--kv-cache-dtype=fp8_e4m3"}).find("issue 9"), std::string::npos);
-  for (const char* flag : {"--tensor-parallel-size", "--tp", "--tp-size", "--data-parallel-size", "--dp",
-                           "--dp-size", "--expert-parallel-size", "--ep", "--ep-size"}) {
-    std::string message = refusal({"/m", flag, "8"});
-    EXPECT_NE(message.find("issue 11"), std::string::npos) << flag << ": " << message;
-  }
-  EXPECT_NE(refusal({"/m", "--enable-expert-parallel"}).find("issue 11"), std::string::npos);
   EXPECT_NE(refusal({"/m", "--speculative-config", R"({"method": "mtp"})"}).find("issue 10"), std::string::npos);
+}
+
+TEST(ServeFlags, ParallelLayoutsReadAsVllmAndSglangMeanThem) {
+  parallel::ParallelConfig vllm = parallel_config(parsed({"/m", "--tensor-parallel-size", "2",
+                                                          "--data-parallel-size", "4", "--enable-expert-parallel"}));
+  EXPECT_EQ(vllm.attention_tp, 2);
+  EXPECT_EQ(vllm.attention_dp, 4);
+  EXPECT_TRUE(vllm.expert_parallel);
+  parallel::ParallelConfig sglang = parallel_config(parsed({"/m", "--tp", "8", "--dp", "8", "--enable-dp-attention",
+                                                            "--ep", "8"}));
+  EXPECT_EQ(sglang.attention_tp, 1);
+  EXPECT_EQ(sglang.world_size(), 8);
+  EXPECT_TRUE(sglang.expert_parallel);
+  parallel::ParallelConfig tp_only = parallel_config(parsed({"/m", "--tp", "4"}));
+  EXPECT_EQ(tp_only.world_size(), 4);
+  EXPECT_FALSE(tp_only.expert_parallel);  // each rank holds a slice of every expert
+  EXPECT_NE(refusal({"/m", "--tp", "4", "--ep", "2"}).find("must be 1 or the number of ranks (4)"), std::string::npos);
+  EXPECT_NE(refusal({"/m", "--tp", "4", "--dp", "3", "--enable-dp-attention"}).find("must divide --tp 4"),
+            std::string::npos);
 }
 
 TEST(ServeFlags, UnknownOrContradictoryValuesAreRefused) {
@@ -107,7 +121,7 @@ TEST(ServeFlags, HelpSaysWhatHasNoEffectAndWhichIssueBringsTheRest) {
   std::string help = serve_flags().help();
   for (const char* expected : {"--model,--model-path DIR", "--gpu-memory-utilization,--mem-fraction-static X",
                                "--tensor-parallel-size,--tp,--tp-size N", "no effect", "issue 9", "issue 10",
-                               "issue 11", "VLLM_API_KEY", "DSINFER_API_KEY wins", "[0, 65535]"})
+                               "--enable-dp-attention", "VLLM_API_KEY", "DSINFER_API_KEY wins", "[0, 65535]"})
     EXPECT_NE(help.find(expected), std::string::npos) << expected;
 }
 

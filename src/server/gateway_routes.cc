@@ -111,9 +111,9 @@ Json server_info_json(const WorkerIdentity& identity, const runtime::EngineConfi
   out["page_size"] = model::kPageSize;
   out["disable_radix_cache"] = !config.enable_prefix_caching;
   out["random_seed"] = static_cast<int64_t>(config.seed);
-  out["tp_size"] = 1;
-  out["dp_size"] = 1;
-  out["ep_size"] = 1;
+  out["tp_size"] = identity.gateway.tp_size;
+  out["dp_size"] = identity.gateway.dp_size;
+  out["ep_size"] = identity.gateway.ep_size;
   out["pp_size"] = 1;
   out["disaggregation_mode"] = "null";  // SGLang's word for a server that runs both phases
   out["reasoning_parser"] = null_if_empty(identity.reasoning_parser);

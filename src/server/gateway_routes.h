@@ -37,6 +37,9 @@ struct GatewayOptions {
   std::string tokenizer_path;  // empty: the model path
   std::string model_type;      // config.json's model_type ("deepseek_v3"); empty: null
   std::vector<std::string> architectures;  // config.json's architectures
+  // The parallel layout in SGLang's words: tp_size the ranks in all, dp_size the attention groups,
+  // ep_size the ranks the routed experts are split over by expert.
+  int tp_size = 1, dp_size = 1, ep_size = 1;
   std::chrono::milliseconds health_generate_timeout{20'000};  // SGLang's default
 };
 

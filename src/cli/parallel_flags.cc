@@ -1,0 +1,45 @@
+#include "cli/parallel_flags.h"
+
+#include "core/error.h"
+
+namespace dsinfer::cli {
+
+void add_parallel_flags(Flags& flags) {
+  flags.add_int("tensor-parallel-size", "ranks (GPUs, or CPU threads with --device cpu) that split each attention's "
+                "heads; the dense MLPs and experts are split over every rank", 1);
+  flags.add_alias("tp", "tensor-parallel-size");
+  flags.add_alias("tp-size", "tensor-parallel-size");  // SGLang
+  flags.add_int("data-parallel-size", "attention groups with batches of their own (DP attention); with "
+                "--enable-dp-attention they share --tp's ranks (SGLang), else each has --tp ranks (vLLM)", 1);
+  flags.add_alias("dp", "data-parallel-size");
+  flags.add_alias("dp-size", "data-parallel-size");  // SGLang
+  flags.add_bool("enable-dp-attention", "SGLang's layout: --tp is the rank count and --dp attention groups share them");
+  flags.add_int("expert-parallel-size", "1, or the rank count: split the routed experts by expert (SGLang)", 1);
+  flags.add_alias("ep", "expert-parallel-size");
+  flags.add_alias("ep-size", "expert-parallel-size");  // SGLang
+  flags.add_bool("enable-expert-parallel", "split the routed experts by expert over every rank (vLLM)");
+  for (const char* size : {"tensor-parallel-size", "data-parallel-size", "expert-parallel-size"})
+    flags.set_range(size, 1, 4096);
+}
+
+parallel::ParallelConfig parallel_config(const Flags& flags) {
+  const int tp = static_cast<int>(flags.get_int("tensor-parallel-size"));
+  const int dp = static_cast<int>(flags.get_int("data-parallel-size"));
+  const int ep = static_cast<int>(flags.get_int("expert-parallel-size"));
+  parallel::ParallelConfig config;
+  if (flags.get_bool("enable-dp-attention")) {
+    DSINFER_CHECK(tp % dp == 0, "--enable-dp-attention: --dp ", dp, " must divide --tp ", tp,
+                  " (the ranks the attention groups share)");
+    config.attention_tp = tp / dp;
+  } else {
+    config.attention_tp = tp;
+  }
+  config.attention_dp = dp;
+  const int world = config.world_size();
+  DSINFER_CHECK(ep == 1 || ep == world, "--expert-parallel-size ", ep, " must be 1 or the number of ranks (", world,
+                "): the routed experts are split over every rank");
+  config.expert_parallel = flags.get_bool("enable-expert-parallel") || (ep == world && world > 1);
+  return config;
+}
+
+}  // namespace dsinfer::cli
