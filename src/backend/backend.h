@@ -337,6 +337,12 @@ class Backend {
   // that partition the layer's experts sum to the whole layer's. A negative id is invalid: the CPU
   // throws; a device backend, which never reads the ids on the host, skips it.
   virtual Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& experts) = 0;
+  // Expert-parallel load balancing (parallel/expert_placement.h): logical expert ids [T, k] int32
+  // (route's) become physical slots, in place: choice j of token t of logical expert e becomes
+  // replica_slots[replica_start[e] + (t + j) % n] with n = replica_start[e + 1] - replica_start[e],
+  // so a hot expert's tokens spread over its replicas alike on every rank. replica_start [E + 1] and
+  // replica_slots [slots] are int32 tensors on the backend's device, made once at load.
+  virtual void map_expert_ids(Tensor& expert_ids, const Tensor& replica_start, const Tensor& replica_slots) = 0;
 
   // Sampling: the whole logits pipeline of SamplingBatch on logits [B, V] f32 (which it may
   // overwrite), the results copied to the host. One uniform draw per row (from the caller's seeded

@@ -2,13 +2,17 @@
 
 namespace dsinfer::model {
 
-DecoderLayer::DecoderLayer(const WeightLoader& weights, const std::string& prefix, bool moe)
+namespace {
+std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
+}  // namespace
+
+DecoderLayer::DecoderLayer(const WeightLoader& weights, int64_t layer)
     : backend_(weights.backend()),
       eps_(static_cast<float>(weights.config().rms_norm_eps)),
-      input_norm_(weights.f32(prefix + "input_layernorm.weight")),
-      post_attention_norm_(weights.f32(prefix + "post_attention_layernorm.weight")),
-      attention_(weights, prefix + "self_attn."),
-      ffn_(weights, prefix + "mlp.", moe) {}
+      input_norm_(weights.f32(layer_prefix(layer) + "input_layernorm.weight")),
+      post_attention_norm_(weights.f32(layer_prefix(layer) + "post_attention_layernorm.weight")),
+      attention_(weights, layer_prefix(layer) + "self_attn."),
+      ffn_(weights, layer_prefix(layer) + "mlp.", weights.config().is_moe_layer(layer) ? std::optional(layer) : std::nullopt) {}
 
 void DecoderLayer::forward(Tensor& residual, const ForwardBatch& batch, Tensor& cache,
                            const backend::RopeTable& rope) const {

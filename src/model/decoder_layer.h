@@ -10,8 +10,9 @@ namespace dsinfer::model {
 
 class DecoderLayer {
  public:
-  // prefix: "model.layers.N."; moe: whether this layer's feed-forward is DeepSeekMoE.
-  DecoderLayer(const WeightLoader& weights, const std::string& prefix, bool moe);
+  // Checkpoint layer `layer` ("model.layers.N.", MTP modules' included); its feed-forward is
+  // DeepSeekMoE when the config says so.
+  DecoderLayer(const WeightLoader& weights, int64_t layer);
 
   // residual [T, hidden] is the running sum of the stream and is updated in place.
   void forward(Tensor& residual, const ForwardBatch& batch, Tensor& cache, const backend::RopeTable& rope) const;

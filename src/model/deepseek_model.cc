@@ -33,8 +33,7 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* check
     lm_head_ = embed_;
   }
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i)
-    layers_.push_back(std::make_unique<DecoderLayer>(weights, "model.layers." + std::to_string(i) + ".",
-                                                     config_.is_moe_layer(i)));
+    layers_.push_back(std::make_unique<DecoderLayer>(weights, i));
   if (options.load_mtp) {
     for (int64_t k = 0; k < config_.num_nextn_predict_layers; ++k)
       mtp_.push_back(std::make_unique<MtpModule>(weights, config_.num_hidden_layers + k, embed_, lm_head_));

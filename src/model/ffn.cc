@@ -52,7 +52,7 @@ Tensor DenseMlp::forward(const Tensor& x) const {
   return out;
 }
 
-Moe::Moe(const WeightLoader& weights, const std::string& prefix)
+Moe::Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer)
     : backend_(weights.backend()), plan_(weights.plan()), router_(router_params(weights.config())) {
   const io::ModelConfig& config = weights.config();
   int64_t E = config.n_routed_experts, hidden = config.hidden_size, I = config.moe_intermediate_size;
@@ -67,19 +67,46 @@ Moe::Moe(const WeightLoader& weights, const std::string& prefix)
   // blocks stay aligned for any I.
   std::vector<std::string> gates, ups, downs;
   const parallel::Range held = plan_.place.experts(E), columns = plan_.place.expert_columns(I);
+  // With an EPLB placement this rank holds physical slots [r S, (r + 1) S) instead, each running its
+  // logical expert (a hot one may fill several slots, on several ranks).
+  const parallel::ExpertPlacement* placement = plan_.placement(layer);
+  std::vector<int64_t> stack;  // the logical expert of each of this rank's stack entries
+  if (placement) {
+    DSINFER_CHECK(plan_.place.config.expert_parallel && placement->ranks() == plan_.place.config.world_size() &&
+                      static_cast<int64_t>(placement->replicas.size()) == E,
+                  "layer ", layer, ": an expert placement of ", placement->replicas.size(), " experts on ",
+                  placement->ranks(), " ranks does not fit ", E, " experts under ", plan_.place.config.describe());
+    for (int64_t p = 0; p < placement->slots_per_rank; ++p)
+      stack.push_back(placement->logical_of[plan_.place.rank * placement->slots_per_rank + p]);
+  } else {
+    for (int64_t e = held.begin; e < held.end; ++e) stack.push_back(e);
+  }
   for (int64_t e = 0; e < E; ++e) {
     std::string expert = prefix + "experts." + std::to_string(e) + ".";
     weights.expect_shape(expert + "gate_proj.weight", {I, hidden});
     weights.expect_shape(expert + "up_proj.weight", {I, hidden});
     weights.expect_shape(expert + "down_proj.weight", {hidden, I});
-    if (e < held.begin || e >= held.end) continue;
+  }
+  for (int64_t e : stack) {
+    std::string expert = prefix + "experts." + std::to_string(e) + ".";
     gates.push_back(expert + "gate_proj.weight");
     ups.push_back(expert + "up_proj.weight");
     downs.push_back(expert + "down_proj.weight");
   }
   experts_.gate_up = weights.stacked_gate_up(gates, ups, WeightShard{columns, {}});
   experts_.down = weights.stacked(downs, WeightShard{{}, columns});
-  experts_.first_expert = held.begin;
+  experts_.first_expert = placement ? int64_t{plan_.place.rank} * placement->slots_per_rank : held.begin;
+  if (placement) {
+    Tensor start = Tensor::empty(DType::kI32, {E + 1}), slots = Tensor::empty(DType::kI32, {static_cast<int64_t>(placement->logical_of.size())});
+    start.data<int32_t>()[0] = 0;
+    int32_t* slot = slots.data<int32_t>();
+    for (int64_t e = 0; e < E; ++e) {
+      for (int32_t p : placement->replicas[e]) *slot++ = p;
+      start.data<int32_t>()[e + 1] = static_cast<int32_t>(slot - slots.data<int32_t>());
+    }
+    replica_start_ = backend_.to_device(start);
+    replica_slots_ = backend_.to_device(slots);
+  }
   if (config.n_shared_experts > 0) shared_ = std::make_unique<DenseMlp>(weights, prefix + "shared_experts.");
 }
 
@@ -93,6 +120,7 @@ Tensor Moe::routed(const Tensor& x, int64_t* first_row) const {
   }
   Tensor logits = backend_.linear_f32(tokens, gate_);                         // [T, E] f32
   backend::Routing routing = backend_.route(logits, score_bias_, router_);    // [T, top_k] ids, weights
+  if (replica_start_.defined()) backend_.map_expert_ids(routing.expert_ids, replica_start_, replica_slots_);
   return backend_.moe_experts(tokens, routing, experts_);                     // [T, hidden], this rank's part
 }
 
@@ -107,9 +135,9 @@ Tensor Moe::forward(const Tensor& x) const {
   return out;
 }
 
-FeedForward::FeedForward(const WeightLoader& weights, const std::string& prefix, bool moe) {
-  if (moe) {
-    moe_ = std::make_unique<Moe>(weights, prefix);
+FeedForward::FeedForward(const WeightLoader& weights, const std::string& prefix, std::optional<int64_t> moe_layer) {
+  if (moe_layer) {
+    moe_ = std::make_unique<Moe>(weights, prefix, *moe_layer);
   } else {
     dense_ = std::make_unique<DenseMlp>(weights, prefix);
   }

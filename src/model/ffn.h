@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,9 @@ class DenseMlp {
 
 class Moe {
  public:
-  Moe(const WeightLoader& weights, const std::string& prefix);  // prefix: "model.layers.N.mlp."
+  // prefix: "model.layers.N.mlp." of checkpoint layer `layer` (its EPLB placement, if any, is
+  // RankPlan::placement(layer)).
+  Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer);
   Tensor forward(const Tensor& x) const;                         // [T, hidden] -> [T, hidden]
 
  private:
@@ -48,13 +51,17 @@ class Moe {
   backend::LinearWeight gate_;  // [E, hidden] f32: the router runs in float32
   Tensor score_bias_;           // [E] e_score_correction_bias (V3), undefined otherwise
   backend::ExpertStack experts_;  // this rank's experts (first_expert on), or its columns of each
+  // EPLB (expert parallelism with replicas): route's logical ids -> physical slots (map_expert_ids);
+  // undefined without a placement, when the stack's ids are the logical ones.
+  Tensor replica_start_, replica_slots_;
   std::unique_ptr<DenseMlp> shared_;  // null when n_shared_experts == 0
 };
 
 // Either of the two, as the layer index says.
 class FeedForward {
  public:
-  FeedForward(const WeightLoader& weights, const std::string& prefix, bool moe);
+  // moe_layer: the checkpoint layer's index when its feed-forward is DeepSeekMoE; empty: a dense MLP.
+  FeedForward(const WeightLoader& weights, const std::string& prefix, std::optional<int64_t> moe_layer);
   Tensor forward(const Tensor& x) const { return moe_ ? moe_->forward(x) : dense_->forward(x); }
 
  private:

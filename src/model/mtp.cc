@@ -15,7 +15,7 @@ MtpModule::MtpModule(const WeightLoader& weights, int64_t layer_index, const bac
   weights.expect_shape(prefix + "eh_proj.weight", {hidden, 2 * hidden});
   eh_proj_ = weights.linear(prefix + "eh_proj.weight");
   head_norm_ = weights.f32(prefix + "shared_head.norm.weight");
-  layer_ = std::make_unique<DecoderLayer>(weights, prefix, weights.config().is_moe_layer(layer_index));
+  layer_ = std::make_unique<DecoderLayer>(weights, layer_index);
 }
 
 ForwardResult MtpModule::forward(const Tensor& previous_hidden, const ForwardBatch& batch, Tensor& cache,

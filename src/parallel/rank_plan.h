@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "parallel/communicator.h"
+#include "parallel/expert_placement.h"
 #include "parallel/parallel_config.h"
 
 namespace dsinfer::parallel {
@@ -24,10 +25,16 @@ struct RankPlan {
   Communicator* world = nullptr;
   Communicator* attention = nullptr;
   Communicator* across_dp = nullptr;
+  // EPLB: the placement of each layer's routed experts, by checkpoint layer index (expert
+  // parallelism only). Null, or a layer past its end: the contiguous placement, no replicas.
+  const std::vector<ExpertPlacement>* placements = nullptr;
 
   bool sharded() const { return place.config.sharded(); }
+  const ExpertPlacement* placement(int64_t layer) const {
+    return placements && layer < static_cast<int64_t>(placements->size()) ? &(*placements)[layer] : nullptr;
+  }
   static RankPlan of(const RankPlace& place, const RankGroups& groups) {
-    return {place, groups.world.get(), groups.attention.get(), groups.across_dp.get()};
+    return {place, groups.world.get(), groups.attention.get(), groups.across_dp.get(), nullptr};
   }
 };
 

@@ -81,8 +81,8 @@ class ShardedModel::RankThread {
 
 ShardedModel::ShardedModel(const std::string& dir, const parallel::ParallelConfig& config,
                            const model::ModelOptions& options, const BackendMaker& make_backend,
-                           const GroupMaker& make_groups)
-    : config_(config) {
+                           const GroupMaker& make_groups, std::vector<parallel::ExpertPlacement> placements)
+    : config_(config), placements_(std::move(placements)) {
   const int ranks = config.world_size();
   for (int r = 0; r < ranks; ++r) threads_.push_back(std::make_unique<RankThread>());
   backends_.resize(ranks);
@@ -92,7 +92,10 @@ ShardedModel::ShardedModel(const std::string& dir, const parallel::ParallelConfi
   for (auto& backend : backends_) backends.push_back(backend.get());
   groups_ = make_groups(backends);
   DSINFER_CHECK(static_cast<int>(groups_.size()) == ranks, "made groups for ", groups_.size(), " of ", ranks, " ranks");
-  for (int r = 0; r < ranks; ++r) plans_.push_back(parallel::RankPlan::of({config, r}, groups_[r]));
+  for (int r = 0; r < ranks; ++r) {
+    plans_.push_back(parallel::RankPlan::of({config, r}, groups_[r]));
+    plans_.back().placements = &placements_;
+  }
   on_every_rank([&](int r) {
     model::ModelOptions rank_options = options;
     rank_options.plan = &plans_[r];

@@ -28,8 +28,11 @@ class ShardedModel {
   using GroupMaker = std::function<std::vector<parallel::RankGroups>(const std::vector<backend::Backend*>&)>;
 
   // Loads DIR's model (model::DeepseekModel::load with `options`) as config.world_size() shards.
+  // placements: EPLB's placement of each layer's routed experts, by layer index (RankPlan::placements;
+  // empty: contiguous, no replicas).
   ShardedModel(const std::string& dir, const parallel::ParallelConfig& config, const model::ModelOptions& options,
-               const BackendMaker& make_backend, const GroupMaker& make_groups);
+               const BackendMaker& make_backend, const GroupMaker& make_groups,
+               std::vector<parallel::ExpertPlacement> placements = {});
   ~ShardedModel();
   ShardedModel(const ShardedModel&) = delete;
   ShardedModel& operator=(const ShardedModel&) = delete;
@@ -50,6 +53,7 @@ class ShardedModel {
   std::vector<std::unique_ptr<RankThread>> threads_;
   std::vector<std::unique_ptr<backend::Backend>> backends_;
   std::vector<parallel::RankGroups> groups_;
+  std::vector<parallel::ExpertPlacement> placements_;
   std::vector<parallel::RankPlan> plans_;
   std::vector<std::unique_ptr<model::DeepseekModel>> models_;
   mutable bool broken_ = false;

@@ -41,7 +41,8 @@ backend::BackendOptions backend_options(const std::string& fixture) {
   return options;
 }
 
-std::unique_ptr<ShardedModel> load_sharded(const std::string& fixture, const ParallelConfig& config) {
+std::unique_ptr<ShardedModel> load_sharded(const std::string& fixture, const ParallelConfig& config,
+                                           std::vector<parallel::ExpertPlacement> placements = {}) {
   auto make_backend = [&](int rank) {
     return backend::make_backend(on_cpu() ? "cpu" : "cuda:" + std::to_string(rank), backend_options(fixture));
   };
@@ -49,7 +50,7 @@ std::unique_ptr<ShardedModel> load_sharded(const std::string& fixture, const Par
     return on_cpu() ? parallel::make_local_rank_groups(config) : parallel::make_nccl_rank_groups(config, backends);
   };
   return std::make_unique<ShardedModel>(fixture_dir(fixture), config, model::ModelOptions{}, make_backend,
-                                        make_groups);
+                                        make_groups, std::move(placements));
 }
 
 // A few sequences stepped together: a prompt each, then decode steps that feed back the argmax.
@@ -92,12 +93,24 @@ std::vector<Tensor> whole_model_steps(const std::string& fixture, int decodes) {
 struct Layout {
   const char* fixture;
   ParallelConfig config;
+  int redundant_experts = 0;  // EPLB: replicas of the hot experts (placed from a skewed load)
 };
+
+// The EPLB placement of v3-tiny's MoE layers (1 and 2; 8 experts, 4 groups) over `ranks` ranks with
+// `redundant` replicas, from a load that makes experts 2 and 5 hot.
+std::vector<parallel::ExpertPlacement> skewed_placements(int ranks, int redundant) {
+  std::vector<double> load = {1, 1, 9, 1, 1, 6, 1, 1};
+  parallel::PlacementShape shape{.logical_experts = 8, .expert_groups = 4, .nodes = 1, .ranks = ranks,
+                                 .redundant_experts = redundant};
+  parallel::ExpertPlacement placement = parallel::place_experts(shape, load);
+  return {parallel::contiguous_placement(shape), placement, placement};  // layer 0 is dense
+}
 
 std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
   const ParallelConfig& c = info.param.config;
   std::string name = std::string(info.param.fixture) + "_tp" + std::to_string(c.attention_tp) + "_dp" +
-                     std::to_string(c.attention_dp) + (c.expert_parallel ? "_ep" : "");
+                     std::to_string(c.attention_dp) + (c.expert_parallel ? "_ep" : "") +
+                     (info.param.redundant_experts ? "_redundant" + std::to_string(info.param.redundant_experts) : "");
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
 }
@@ -111,7 +124,9 @@ TEST_P(ShardedModelTest, EveryStepGivesTheWholeModelsLogits) {
   const Layout& layout = GetParam();
   const int decodes = 3;
   std::vector<Tensor> expected = whole_model_steps(layout.fixture, decodes);
-  auto sharded = load_sharded(layout.fixture, layout.config);
+  auto sharded = load_sharded(layout.fixture, layout.config,
+                              layout.redundant_experts ? skewed_placements(layout.config.world_size(), layout.redundant_experts)
+                                                       : std::vector<parallel::ExpertPlacement>{});
   const int ranks = sharded->size(), groups = layout.config.attention_dp;
   std::vector<std::unique_ptr<model::LatentCache>> caches(ranks);
   sharded->on_every_rank([&](int r) { caches[r] = std::make_unique<model::LatentCache>(sharded->rank(r).make_cache(24)); });
@@ -152,6 +167,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"v3-tiny-fp8", {.attention_tp = 2}},                                   // widened shards
                       Layout{"v3-tiny", {.attention_dp = 2, .expert_parallel = true}},              // DP attention
                       Layout{"v3-tiny", {.attention_tp = 2, .attention_dp = 2, .expert_parallel = true}},  // EP 4
+                      Layout{"v3-tiny", {.attention_tp = 2, .attention_dp = 2, .expert_parallel = true}, 4},  // + EPLB
+                      Layout{"v3-tiny", {.attention_tp = 2, .expert_parallel = true}, 2},
+                      Layout{"v3-tiny-fp8", {.attention_tp = 2, .expert_parallel = true}, 2},
                       Layout{"v3-tiny", {.attention_dp = 4, .expert_parallel = true}},
                       Layout{"v3-tiny", {.attention_dp = 2}},
                       Layout{"v2-lite-tiny", {.attention_tp = 3}},

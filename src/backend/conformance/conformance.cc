@@ -1800,6 +1800,28 @@ void add_sampling_cases(std::vector<Case>& cases, const Dims& d) {
       return s;
     }));
   }
+  // EPLB: V3's 256 logical experts in 288 physical slots, the first 32 with a second replica, the
+  // slots in scrambled order; the router's ids of T tokens, top 8.
+  for (int64_t T : d.pick<int64_t>({16}, {1, 256, 4096})) {
+    cases.push_back(make_case("map_expert_ids", str_cat("T=", T, ", 256 experts in 288 slots"), [=](uint64_t seed) {
+      const int64_t E = 256, k = 8, slots = 288;
+      Tensor ids = random_ids(T * k, E, stream(seed, 0)).view({T, k});
+      Tensor start = Tensor::empty(DType::kI32, {E + 1}), order = Tensor::empty(DType::kI32, {slots});
+      start.data<int32_t>()[0] = 0;
+      for (int64_t e = 0; e < E; ++e) start.data<int32_t>()[e + 1] = start.data<int32_t>()[e] + (e < 32 ? 2 : 1);
+      for (int64_t p = 0; p < slots; ++p) order.data<int32_t>()[p] = static_cast<int32_t>((p * 181 + 7) % slots);
+      OpSpec s;
+      s.args = {{"replica_start", ArgKind::kConstant, start}, {"replica_slots", ArgKind::kConstant, order}};
+      s.results = {"ids"};
+      s.call = [ids](Backend& b, std::vector<Tensor>& a) {
+        Tensor mapped = b.to_device(ids.clone());  // the op rewrites its ids: a fresh copy each run
+        b.map_expert_ids(mapped, a[0], a[1]);
+        return Results{mapped};
+      };
+      s.compare = compare_with(kExact);
+      return s;
+    }));
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2070,7 +2092,7 @@ const std::vector<std::string>& conformance_ops() {
       "concat_last", "slice_last",   "gather_rows",          "concat_rows",  "linear",
       "linear_f32",  "grouped_linear", "rope_inplace",       "write_cache",  "write_latent_cache", "gather_cache",
       "attention_expanded", "attention_absorbed", "route",   "moe_experts",
-      "sample_tokens", "queue_sample_tokens", "resolve_placeholders",
+      "sample_tokens", "queue_sample_tokens", "resolve_placeholders", "map_expert_ids",
   };
   return ops;
 }

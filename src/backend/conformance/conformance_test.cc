@@ -81,6 +81,9 @@ class ForwardingBackend : public Backend {
   void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
     inner_->resolve_placeholders(token_ids, previous);
   }
+  void map_expert_ids(Tensor& expert_ids, const Tensor& replica_start, const Tensor& replica_slots) override {
+    inner_->map_expert_ids(expert_ids, replica_start, replica_slots);
+  }
   void write_latent_cache(Tensor& cache, const Tensor& kv_a, const Tensor& norm_weight, float eps,
                           const RopeTable& table, const AttentionBatch& batch) override {
     inner_->write_latent_cache(cache, kv_a, norm_weight, eps, table, batch);
@@ -236,6 +239,7 @@ enum class Fault {
   kRmsNormOverwritesItsInput,
   kPlaceholdersTakeTheNextRow,
   kQueuedSamplingLeavesStaleDeviceTokens,
+  kExpertMapTakesTheFirstReplicaAlways,
 };
 
 class BrokenBackend final : public ForwardingBackend {
@@ -299,6 +303,13 @@ class BrokenBackend final : public ForwardingBackend {
     unbanned.banned_tokens.clear();
     std::fill(unbanned.banned_start.begin(), unbanned.banned_start.end(), 0);
     return inner().sample_tokens(logits, unbanned);
+  }
+  void map_expert_ids(Tensor& expert_ids, const Tensor& replica_start, const Tensor& replica_slots) override {
+    if (fault_ != Fault::kExpertMapTakesTheFirstReplicaAlways)
+      return inner().map_expert_ids(expert_ids, replica_start, replica_slots);
+    int32_t* ids = expert_ids.data<int32_t>();
+    for (int64_t i = 0; i < expert_ids.numel(); ++i)
+      ids[i] = replica_slots.data<int32_t>()[replica_start.data<int32_t>()[ids[i]]];
   }
   void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
     if (fault_ != Fault::kPlaceholdersTakeTheNextRow) return inner().resolve_placeholders(token_ids, previous);
@@ -420,6 +431,7 @@ const FaultCase kFaults[] = {
     {Fault::kRmsNormOverwritesItsInput, "rms_norm", "RmsNormOverwritingItsInput"},
     {Fault::kPlaceholdersTakeTheNextRow, "resolve_placeholders", "PlaceholdersResolvedFromTheNextRow"},
     {Fault::kQueuedSamplingLeavesStaleDeviceTokens, "queue_sample_tokens", "QueuedSamplingLeavingStaleDeviceTokens"},
+    {Fault::kExpertMapTakesTheFirstReplicaAlways, "map_expert_ids", "ExpertMapIgnoringEveryReplicaButTheFirst"},
 };
 
 // ------------------------------------------------------------------------------------------------

@@ -69,6 +69,9 @@ class CpuBackend final : public Backend {
                           const RopeTable& table, const AttentionBatch& batch) override {
     cpu::write_latent_cache(cache, kv_a, norm_weight, eps, table, batch);
   }
+  void map_expert_ids(Tensor& expert_ids, const Tensor& replica_start, const Tensor& replica_slots) override {
+    cpu::map_expert_ids(expert_ids, replica_start, replica_slots);
+  }
   void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
     cpu::resolve_placeholders(token_ids, previous);
   }

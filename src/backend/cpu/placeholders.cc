@@ -1,4 +1,5 @@
-// Backend::resolve_placeholders on the host: the definition the device ops are checked against.
+// Backend::resolve_placeholders and Backend::map_expert_ids on the host: the definitions the device
+// ops are checked against (both rewrite int32 ids in place).
 #include "backend/cpu/ops.h"
 #include "core/error.h"
 
@@ -17,6 +18,25 @@ void resolve_placeholders(Tensor& token_ids, const Tensor& previous) {
     DSINFER_CHECK(row < rows, "resolve_placeholders: token ", t, " stands for row ", row, " of a step that sampled ",
                   rows, " tokens");
     ids[t] = source[row];
+  }
+}
+
+void map_expert_ids(Tensor& expert_ids, const Tensor& replica_start, const Tensor& replica_slots) {
+  DSINFER_CHECK(expert_ids.dtype() == DType::kI32 && expert_ids.rank() == 2 && replica_start.dtype() == DType::kI32 &&
+                    replica_start.rank() == 1 && replica_slots.dtype() == DType::kI32 && replica_slots.rank() == 1,
+                "map_expert_ids: ids [T, k], replica_start [E + 1] and replica_slots [slots] must be int32");
+  const int64_t T = expert_ids.dim(0), k = expert_ids.dim(1), E = replica_start.numel() - 1;
+  const int32_t* start = replica_start.data<int32_t>();
+  int32_t* ids = expert_ids.data<int32_t>();
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids[t * k + j];
+      DSINFER_CHECK(e >= 0 && e < E, "map_expert_ids: expert ", e, " outside [0, ", E, ")");
+      const int64_t replicas = start[e + 1] - start[e];
+      DSINFER_CHECK(replicas >= 1 && start[e + 1] <= replica_slots.numel(), "map_expert_ids: expert ", e, " has ",
+                    replicas, " replicas");
+      ids[t * k + j] = replica_slots.data<int32_t>()[start[e] + (t + j) % replicas];
+    }
   }
 }
 

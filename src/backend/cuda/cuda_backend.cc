@@ -206,6 +206,17 @@ class CudaBackend final : public Backend, public CudaContext {
     return out;
   }
 
+  void map_expert_ids(Tensor& expert_ids, const Tensor& replica_start, const Tensor& replica_slots) override {
+    expect_device(expert_ids, "map_expert_ids", "expert_ids");
+    expect_device(replica_start, "map_expert_ids", "replica_start");
+    expect_device(replica_slots, "map_expert_ids", "replica_slots");
+    DSINFER_CHECK(expert_ids.dtype() == DType::kI32 && expert_ids.rank() == 2 && replica_start.dtype() == DType::kI32 &&
+                      replica_slots.dtype() == DType::kI32,
+                  "map_expert_ids: ids [T, k], replica_start and replica_slots must be int32");
+    cuda::map_expert_ids(expert_ids.data<int32_t>(), expert_ids.dim(0), expert_ids.dim(1),
+                         replica_start.data<int32_t>(), replica_slots.data<int32_t>(), stream_);
+  }
+
   void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
     expect_device(token_ids, "resolve_placeholders", "token_ids");
     expect_device(previous, "resolve_placeholders", "previous");

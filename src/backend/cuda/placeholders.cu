@@ -15,7 +15,26 @@ __global__ void resolve_placeholders_kernel(int32_t* ids, int64_t tokens, const 
   if (id < 0) ids[t] = previous[-static_cast<int64_t>(id) - 1];
 }
 
+__global__ void map_expert_ids_kernel(int32_t* ids, int64_t entries, int64_t top_k, const int32_t* start,
+                                      const int32_t* slots) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= entries) return;
+  const int32_t e = ids[i];
+  const int64_t t = i / top_k, j = i % top_k;
+  const int32_t first = start[e], replicas = start[e + 1] - first;
+  ids[i] = slots[first + (t + j) % replicas];
+}
+
 }  // namespace
+
+void map_expert_ids(int32_t* ids, int64_t tokens, int64_t top_k, const int32_t* start, const int32_t* slots,
+                    cudaStream_t stream) {
+  const int64_t entries = tokens * top_k;
+  if (entries <= 0) return;
+  const auto blocks = static_cast<unsigned>((entries + kThreads - 1) / kThreads);
+  map_expert_ids_kernel<<<blocks, kThreads, 0, stream>>>(ids, entries, top_k, start, slots);
+  DSINFER_CUDA_CHECK(cudaGetLastError());
+}
 
 void resolve_placeholders(int32_t* ids, int64_t tokens, const int32_t* previous, cudaStream_t stream) {
   if (tokens <= 0) return;

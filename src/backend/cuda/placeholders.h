@@ -1,5 +1,7 @@
-// Backend::resolve_placeholders on the GPU: the overlap scheduler's next-step inputs, taken from the
-// tokens the previous step sampled without the host waiting for them.
+// Two rewrites of int32 ids in place on the GPU.
+//
+// Backend::resolve_placeholders: the overlap scheduler's next-step inputs, taken from the tokens the
+// previous step sampled without the host waiting for them.
 //
 //   ids[t] = ids[t] < 0 ? previous[-ids[t] - 1] : ids[t],   t < tokens
 //
@@ -16,5 +18,12 @@ namespace dsinfer::backend::cuda {
 // In place on the device. The host has checked that each placeholder names a row of `previous`.
 // No allocation or synchronisation.
 void resolve_placeholders(int32_t* ids, int64_t tokens, const int32_t* previous, cudaStream_t stream);
+
+// Backend::map_expert_ids (EPLB): ids [tokens, top_k] logical experts -> physical slots,
+//   ids[t, j] = slots[start[e] + (t + j) % (start[e + 1] - start[e])],  e = ids[t, j].
+// One thread per id, 256 a block: a launch's cost, once per MoE layer. The ids come from the router,
+// so they are in [0, E); no allocation or synchronisation.
+void map_expert_ids(int32_t* ids, int64_t tokens, int64_t top_k, const int32_t* start, const int32_t* slots,
+                    cudaStream_t stream);
 
 }  // namespace dsinfer::backend::cuda
