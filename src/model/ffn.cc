@@ -1,5 +1,7 @@
 #include "model/ffn.h"
 
+#include "parallel/expert_dispatch.h"
+
 namespace dsinfer::model {
 namespace {
 
@@ -96,6 +98,7 @@ Moe::Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer)
   experts_.gate_up = weights.stacked_gate_up(gates, ups, WeightShard{columns, {}});
   experts_.down = weights.stacked(downs, WeightShard{{}, columns});
   experts_.first_expert = placement ? int64_t{plan_.place.rank} * placement->slots_per_rank : held.begin;
+  slots_per_rank_ = static_cast<int64_t>(stack.size());
   if (placement) {
     Tensor start = Tensor::empty(DType::kI32, {E + 1}), slots = Tensor::empty(DType::kI32, {static_cast<int64_t>(placement->logical_of.size())});
     start.data<int32_t>()[0] = 0;
@@ -110,6 +113,18 @@ Moe::Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer)
   if (config.n_shared_experts > 0) shared_ = std::make_unique<DenseMlp>(weights, prefix + "shared_experts.");
 }
 
+backend::Routing Moe::route(const Tensor& tokens) const {
+  Tensor logits = backend_.linear_f32(tokens, gate_);                         // [T, E] f32
+  backend::Routing routing = backend_.route(logits, score_bias_, router_);    // [T, top_k] ids, weights
+  if (replica_start_.defined()) backend_.map_expert_ids(routing.expert_ids, replica_start_, replica_slots_);
+  return routing;
+}
+
+Tensor Moe::dispatched(const Tensor& x) const {
+  parallel::ExpertDispatch dispatch(backend_, *plan_.world, x, route(x), slots_per_rank_);
+  return dispatch.combine(backend_.moe_experts(dispatch.tokens(), dispatch.routing(), experts_));
+}
+
 Tensor Moe::routed(const Tensor& x, int64_t* first_row) const {
   *first_row = 0;
   Tensor tokens = x;  // [T, hidden], or under DP attention every DP group's tokens [sum T, hidden]
@@ -118,19 +133,21 @@ Tensor Moe::routed(const Tensor& x, int64_t* first_row) const {
     for (int d = 0; d < plan_.place.dp_rank(); ++d) *first_row += rows[d];
     tokens = plan_.across_dp->all_gather_rows(x, rows);
   }
-  Tensor logits = backend_.linear_f32(tokens, gate_);                         // [T, E] f32
-  backend::Routing routing = backend_.route(logits, score_bias_, router_);    // [T, top_k] ids, weights
-  if (replica_start_.defined()) backend_.map_expert_ids(routing.expert_ids, replica_start_, replica_slots_);
-  return backend_.moe_experts(tokens, routing, experts_);                     // [T, hidden], this rank's part
+  return backend_.moe_experts(tokens, route(tokens), experts_);  // [T, hidden], this rank's part
 }
 
 Tensor Moe::forward(const Tensor& x) const {
-  int64_t first_row = 0;
-  Tensor out = routed(x, &first_row);
-  // A split shared expert joins the routed experts' sum; a whole one is added after it, once.
-  if (shared_ && shared_->split()) backend_.add_inplace(out, shared_->partial(x));
-  parallel::sum_over(plan_.world, out);
-  if (out.dim(0) != x.dim(0)) out = out.slice(first_row, first_row + x.dim(0));  // this DP group's rows
+  Tensor out;
+  if (plan_.place.config.dispatches_experts()) {
+    out = dispatched(x);  // whole: each choice ran on its expert's rank and came back
+  } else {
+    int64_t first_row = 0;
+    out = routed(x, &first_row);
+    // A split shared expert joins the routed experts' sum; a whole one is added after it, once.
+    if (shared_ && shared_->split()) backend_.add_inplace(out, shared_->partial(x));
+    parallel::sum_over(plan_.world, out);
+    if (out.dim(0) != x.dim(0)) out = out.slice(first_row, first_row + x.dim(0));  // this DP group's rows
+  }
   if (shared_ && !shared_->split()) backend_.add_inplace(out, shared_->forward(x));
   return out;
 }

@@ -42,8 +42,12 @@ class Moe {
   Tensor forward(const Tensor& x) const;                         // [T, hidden] -> [T, hidden]
 
  private:
+  // The routing of tokens [T, hidden]: the router's choices, as stack ids under EPLB.
+  backend::Routing route(const Tensor& tokens) const;
   // The routed experts' partial output for x, and for every DP group's tokens under DP attention.
   Tensor routed(const Tensor& x, int64_t* first_row) const;
+  // The routed experts' whole output for x through all-to-all dispatch and combine.
+  Tensor dispatched(const Tensor& x) const;
 
   backend::Backend& backend_;
   parallel::RankPlan plan_;
@@ -54,6 +58,7 @@ class Moe {
   // EPLB (expert parallelism with replicas): route's logical ids -> physical slots (map_expert_ids);
   // undefined without a placement, when the stack's ids are the logical ones.
   Tensor replica_start_, replica_slots_;
+  int64_t slots_per_rank_ = 0;  // the stack's size on every rank (dispatch: slot s is rank s / this)
   std::unique_ptr<DenseMlp> shared_;  // null when n_shared_experts == 0
 };
 

@@ -11,8 +11,10 @@
 //                  all-reduced; with DP attention whole on every rank, over its own tokens.
 //   routed experts split over every rank: by expert with expert parallelism (ep = world, each rank
 //                  holds E / world whole experts), else along the intermediate dimension (each rank
-//                  holds 1 / world of every expert). Under DP attention the tokens of every DP group
-//                  are gathered first and each rank's rows are taken back after the all-reduce.
+//                  holds 1 / world of every expert). Under DP attention with expert parallelism and
+//                  one rank a DP group, each token goes to the ranks of its experts and back
+//                  (all-to-all dispatch and combine); otherwise the tokens of every DP group are
+//                  gathered first and each rank's rows taken back after the all-reduce.
 //   embedding, final norm, LM head, router: whole on every rank.
 //
 // Splits along an intermediate dimension cut FP8 weights at 128-column blocks where they fall on
@@ -30,10 +32,15 @@ struct ParallelConfig {
   int attention_tp = 1;          // ranks that split each attention's heads
   int attention_dp = 1;          // groups of attention_tp ranks, each with its own batch (DP attention)
   bool expert_parallel = false;  // routed experts split by expert (EP = world) instead of along I
+  // DP attention with expert parallelism, one rank a DP group: tokens reach their experts by
+  // all-to-all dispatch and combine (expert_dispatch.h); false, or other layouts: every DP group's
+  // tokens are gathered on every rank and the experts' sums all-reduced.
+  bool all_to_all = true;
 
   int world_size() const { return attention_tp * attention_dp; }
   int ep_size() const { return expert_parallel ? world_size() : 1; }
   bool sharded() const { return world_size() > 1; }
+  bool dispatches_experts() const { return all_to_all && attention_dp > 1 && attention_tp == 1 && expert_parallel; }
   // "tp 2, dp 1, ep 2 (2 ranks)", for logs.
   std::string describe() const;
   // Throws a dsinfer::Error a user can act on when the model's widths do not divide as this asks.

@@ -110,14 +110,16 @@ std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
   const ParallelConfig& c = info.param.config;
   std::string name = std::string(info.param.fixture) + "_tp" + std::to_string(c.attention_tp) + "_dp" +
                      std::to_string(c.attention_dp) + (c.expert_parallel ? "_ep" : "") +
-                     (info.param.redundant_experts ? "_redundant" + std::to_string(info.param.redundant_experts) : "");
+                     (info.param.redundant_experts ? "_redundant" + std::to_string(info.param.redundant_experts) : "") +
+                     (c.dispatches_experts() ? "_alltoall" : "");
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
 }
 
 class ShardedModelTest : public ::testing::TestWithParam<Layout> {};
 
-// Each DP group steps its own sequences (sequence i in group i % dp) on its own cache; every rank's
+// Each DP group steps its own sequences (one group of the three sequences has none in a layout of 4
+// groups: its rank still joins every collective with an empty step) (sequence i in group i % dp) on its own cache; every rank's
 // logits of a sequence match the whole model's, at every step, and the ranks of a group agree bit
 // for bit.
 TEST_P(ShardedModelTest, EveryStepGivesTheWholeModelsLogits) {
@@ -171,6 +173,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"v3-tiny", {.attention_tp = 2, .expert_parallel = true}, 2},
                       Layout{"v3-tiny-fp8", {.attention_tp = 2, .expert_parallel = true}, 2},
                       Layout{"v3-tiny", {.attention_dp = 4, .expert_parallel = true}},
+                      Layout{"v3-tiny", {.attention_dp = 4, .expert_parallel = true}, 4},  // all-to-all + EPLB
+                      Layout{"v3-tiny", {.attention_dp = 2, .expert_parallel = true, .all_to_all = false}},  // gather
                       Layout{"v3-tiny", {.attention_dp = 2}},
                       Layout{"v2-lite-tiny", {.attention_tp = 3}},
                       Layout{"v2-lite-tiny", {.attention_tp = 3, .expert_parallel = true}},

@@ -1,0 +1,112 @@
+// Dispatch and combine against the whole expert stack on one rank: ranks as threads on the CPU,
+// skewed routing (every token to the first rank's experts, one rank receiving nothing, one sending
+// nothing), and EPLB-style slot ids.
+#include "parallel/expert_dispatch.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "backend/backend.h"
+#include "parallel/local_communicator.h"
+
+namespace dsinfer::parallel {
+namespace {
+
+constexpr int64_t kHidden = 16, kInter = 8, kTopK = 3;
+
+Tensor random_tensor(Shape shape, uint32_t seed) {
+  Tensor t = Tensor::empty(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-0.5f, 0.5f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = uniform(rng);
+  return t;
+}
+
+// The stack of `count` experts from `first` of a layer whose expert e's weights are seeded by e.
+backend::ExpertStack experts(int64_t first, int64_t count) {
+  Tensor gate_up = Tensor::empty(DType::kF32, {count, 2 * kInter, kHidden});
+  Tensor down = Tensor::empty(DType::kF32, {count, kHidden, kInter});
+  for (int64_t e = 0; e < count; ++e) {
+    Tensor a = random_tensor({2 * kInter, kHidden}, static_cast<uint32_t>(100 + first + e));
+    Tensor b = random_tensor({kHidden, kInter}, static_cast<uint32_t>(200 + first + e));
+    std::copy_n(a.data<float>(), a.numel(), gate_up.data<float>() + e * a.numel());
+    std::copy_n(b.data<float>(), b.numel(), down.data<float>() + e * b.numel());
+  }
+  backend::ExpertStack stack;
+  stack.gate_up.data = gate_up;
+  stack.down.data = down;
+  stack.first_expert = first;
+  return stack;
+}
+
+// Rank r's routing: T tokens, each choosing kTopK distinct ids by `pick`.
+backend::Routing routing(int64_t T, const std::function<int32_t(int64_t, int64_t)>& pick, uint32_t seed) {
+  backend::Routing r{Tensor::empty(DType::kI32, {T, kTopK}), random_tensor({T, kTopK}, seed)};
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < kTopK; ++j) r.expert_ids.data<int32_t>()[t * kTopK + j] = pick(t, j);
+  return r;
+}
+
+void expect_close(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    ASSERT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-5f) << what << ", element " << i;
+}
+
+// Each rank dispatches its tokens, runs its two experts on what came and combines; its result must
+// equal moe_experts over all of the layer's experts on its own tokens.
+void check_against_the_whole_stack(const std::vector<int64_t>& tokens,
+                                   const std::function<int32_t(int, int64_t, int64_t)>& pick) {
+  const int ranks = static_cast<int>(tokens.size());
+  const int64_t per_rank = 2;
+  auto group = make_local_group(ranks);
+  std::vector<std::string> failures(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto backend = backend::make_cpu_backend();
+        Tensor x = random_tensor({tokens[r], kHidden}, static_cast<uint32_t>(r));
+        backend::Routing route = routing(tokens[r], [&](int64_t t, int64_t j) { return pick(r, t, j); }, 50 + r);
+        ExpertDispatch dispatch(*backend, *group[r], x, route, per_rank);
+        Tensor out = dispatch.combine(backend->moe_experts(dispatch.tokens(), dispatch.routing(),
+                                                           experts(r * per_rank, per_rank)));
+        Tensor whole = backend->moe_experts(x, route, experts(0, per_rank * ranks));
+        expect_close(out, whole, "rank " + std::to_string(r));
+      } catch (const std::exception& error) {
+        failures[r] = error.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int r = 0; r < ranks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+}
+
+TEST(ExpertDispatch, CombinedResultsEqualTheWholeStackOnEachRanksTokens) {
+  // Ids spread over all 6 experts of 3 ranks.
+  check_against_the_whole_stack({5, 3, 4}, [](int r, int64_t t, int64_t j) {
+    return static_cast<int32_t>((r * 7 + t * 5 + j * 2) % 6);
+  });
+}
+
+TEST(ExpertDispatch, SkewedRoutingLeavesARankWithNothingToComputeOrNothingToSend) {
+  // Every token picks experts 0 and 1 (rank 0) and 4 or 5 (rank 2): rank 1 receives no row; rank 2
+  // has no token of its own.
+  check_against_the_whole_stack({6, 2, 0}, [](int, int64_t t, int64_t j) {
+    return j < 2 ? static_cast<int32_t>(j) : static_cast<int32_t>(4 + t % 2);
+  });
+}
+
+TEST(ExpertDispatch, AnIdNoRankHoldsIsRefused) {
+  auto group = make_local_group(1);
+  auto backend = backend::make_cpu_backend();
+  Tensor x = random_tensor({1, kHidden}, 1);
+  backend::Routing bad = routing(1, [](int64_t, int64_t j) { return static_cast<int32_t>(j == 0 ? 9 : j); }, 2);
+  EXPECT_THROW(ExpertDispatch(*backend, *group[0], x, bad, 2), Error);
+}
+
+}  // namespace
+}  // namespace dsinfer::parallel
