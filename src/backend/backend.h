@@ -185,6 +185,38 @@ struct SamplingBatch {
     for (int32_t index : bitmask_row)
       DSINFER_CHECK(index >= -1 && index < mask_rows, "sample_tokens: bitmask row ", index, " of ", mask_rows);
   }
+  // The batch of rows `rows` of this one, in that order, with their CSR entries and bitmask rows
+  // (logits of `vocab` tokens).
+  SamplingBatch select_rows(std::span<const int32_t> rows, int64_t vocab) const {
+    SamplingBatch out;
+    const auto words = static_cast<size_t>(bitmask_words(vocab));
+    if (!bias_start.empty()) out.bias_start = {0};
+    for (int32_t row : rows) {
+      out.rows.push_back(this->rows[row]);
+      for (int32_t i = history_start[row]; i < history_start[row + 1]; ++i) {
+        out.history_tokens.push_back(history_tokens[i]);
+        out.history_output_counts.push_back(history_output_counts[i]);
+      }
+      out.history_start.push_back(static_cast<int32_t>(out.history_tokens.size()));
+      out.banned_tokens.insert(out.banned_tokens.end(), banned_tokens.begin() + banned_start[row],
+                               banned_tokens.begin() + banned_start[row + 1]);
+      out.banned_start.push_back(static_cast<int32_t>(out.banned_tokens.size()));
+      if (!bias_start.empty()) {
+        out.bias_tokens.insert(out.bias_tokens.end(), bias_tokens.begin() + bias_start[row],
+                               bias_tokens.begin() + bias_start[row + 1]);
+        out.bias_values.insert(out.bias_values.end(), bias_values.begin() + bias_start[row],
+                               bias_values.begin() + bias_start[row + 1]);
+        out.bias_start.push_back(static_cast<int32_t>(out.bias_tokens.size()));
+      }
+      if (!bitmask_row.empty()) {
+        const int32_t index = bitmask_row[row];
+        out.bitmask_row.push_back(index < 0 ? -1 : static_cast<int32_t>(out.bitmask.size() / words));
+        if (index >= 0)
+          out.bitmask.insert(out.bitmask.end(), bitmask.begin() + index * words, bitmask.begin() + (index + 1) * words);
+      }
+    }
+    return out;
+  }
   bool any_logprobs() const {
     return std::any_of(rows.begin(), rows.end(), [](const SamplingRow& row) { return row.top_logprobs >= 0; });
   }

@@ -17,10 +17,6 @@ std::unique_ptr<ServedModel> ServedModel::load(const std::string& dir, const Fla
     served->whole_ = model::DeepseekModel::load(dir, *served->backend_, options);
     return served;
   }
-  DSINFER_CHECK(config.attention_dp == 1, "--data-parallel-size ", config.attention_dp, " (DP attention: each "
-                "attention group its own batch) is not served yet: the sharded model computes it, but the engine "
-                "does not schedule one batch per group (issue 11); use --tensor-parallel-size with "
-                "--enable-expert-parallel");
   const bool cpu = device == "cpu";
   DSINFER_CHECK(cpu || device == "cuda", "--device ", device, " names one GPU, but ", config.describe(),
                 " takes GPUs 0 to ", config.world_size() - 1, ": give --device cuda");

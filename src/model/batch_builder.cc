@@ -20,6 +20,17 @@ void BatchBuilder::reserve(size_t sequences, size_t tokens, size_t page_ids) {
 }
 
 void BatchBuilder::add(std::span<const int32_t> tokens, int32_t start, const std::vector<int32_t>& pages,
+                       std::span<const int32_t> logit_offsets) {
+  const auto first_row = static_cast<int32_t>(batch_.token_ids.size());
+  add(tokens, start, pages, LogitRows::kNone);
+  for (int32_t offset : logit_offsets) {
+    DSINFER_CHECK(offset >= 0 && offset < static_cast<int64_t>(tokens.size()), "logit row ", offset,
+                  " of a sequence of ", tokens.size(), " tokens");
+    batch_.logit_rows.push_back(first_row + offset);
+  }
+}
+
+void BatchBuilder::add(std::span<const int32_t> tokens, int32_t start, const std::vector<int32_t>& pages,
                        LogitRows logits) {
   backend::AttentionBatch& attention = batch_.attention;
   int page_size = attention.page_size;

@@ -22,6 +22,9 @@ class BatchBuilder {
   void reserve(size_t sequences, size_t tokens, size_t page_ids);
   // Adds a sequence's `tokens`, the first at position `start`; `pages` must cover start + size.
   void add(std::span<const int32_t> tokens, int32_t start, const std::vector<int32_t>& pages, LogitRows logits);
+  // The same with the logits of the given token offsets within the sequence, in that order.
+  void add(std::span<const int32_t> tokens, int32_t start, const std::vector<int32_t>& pages,
+           std::span<const int32_t> logit_offsets);
   // Scores rows [first, first + targets.size()) of the sequence added last, row first + i against
   // targets[i] with the top_n most likely tokens (ForwardBatch::scored_rows; they follow their rows
   // when build() moves the sequence).

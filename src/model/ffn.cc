@@ -100,15 +100,13 @@ Moe::Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer)
   experts_.first_expert = placement ? int64_t{plan_.place.rank} * placement->slots_per_rank : held.begin;
   slots_per_rank_ = static_cast<int64_t>(stack.size());
   if (placement) {
-    Tensor start = Tensor::empty(DType::kI32, {E + 1}), slots = Tensor::empty(DType::kI32, {static_cast<int64_t>(placement->logical_of.size())});
-    start.data<int32_t>()[0] = 0;
-    int32_t* slot = slots.data<int32_t>();
-    for (int64_t e = 0; e < E; ++e) {
-      for (int32_t p : placement->replicas[e]) *slot++ = p;
-      start.data<int32_t>()[e + 1] = static_cast<int32_t>(slot - slots.data<int32_t>());
-    }
-    replica_start_ = backend_.to_device(start);
-    replica_slots_ = backend_.to_device(slots);
+    const parallel::ReplicaTable table = parallel::replica_table(*placement);
+    auto int32s = [](const std::vector<int32_t>& values) {
+      return Tensor::wrap(const_cast<int32_t*>(values.data()), DType::kI32, {static_cast<int64_t>(values.size())},
+                          Device::kCpu, nullptr);
+    };
+    replica_start_ = backend_.to_device(int32s(table.start).clone());
+    replica_slots_ = backend_.to_device(int32s(table.slots).clone());
   }
   if (config.n_shared_experts > 0) shared_ = std::make_unique<DenseMlp>(weights, prefix + "shared_experts.");
 }

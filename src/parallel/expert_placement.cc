@@ -251,18 +251,14 @@ ExpertPlacement contiguous_placement(const PlacementShape& shape) {
   return placement;
 }
 
-void map_to_physical(const ExpertPlacement& placement, std::span<int32_t> ids, int top_k) {
-  DSINFER_CHECK(top_k >= 1 && ids.size() % top_k == 0, "map_to_physical: ", ids.size(),
-                " expert ids are not a whole number of tokens of top_k = ", top_k, " choices");
-  const size_t experts = placement.replicas.size();
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const int32_t e = ids[i];
-    DSINFER_CHECK(e >= 0 && static_cast<size_t>(e) < experts, "map_to_physical: expert id ", e, " at ", i,
-                  " is outside the placement's ", experts, " logical experts");
-    const std::vector<int32_t>& slots = placement.replicas[e];
-    const size_t token = i / top_k, choice = i % top_k;
-    ids[i] = slots[(token + choice) % slots.size()];
+ReplicaTable replica_table(const ExpertPlacement& placement) {
+  ReplicaTable table;
+  table.start.push_back(0);
+  for (const std::vector<int32_t>& replicas : placement.replicas) {
+    table.slots.insert(table.slots.end(), replicas.begin(), replicas.end());
+    table.start.push_back(static_cast<int32_t>(table.slots.size()));
   }
+  return table;
 }
 
 }  // namespace dsinfer::parallel

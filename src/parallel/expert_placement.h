@@ -73,9 +73,13 @@ ExpertPlacement place_experts(const PlacementShape& shape, std::span<const doubl
 // [r E / ranks, (r + 1) E / ranks). shape.redundant_experts is ignored.
 ExpertPlacement contiguous_placement(const PlacementShape& shape);
 
-// ids [T * top_k], logical -> physical, in place: token t's choice j (its index within the token) of
-// expert e goes to e's replica (t + j) % replicas(e), so a hot expert's tokens spread evenly over
-// its replicas, the same way on every rank.
-void map_to_physical(const ExpertPlacement& placement, std::span<int32_t> ids, int top_k);
+// The placement as Backend::map_expert_ids reads it (the op that turns the router's logical ids into
+// slots, token t's choice j of expert e going to e's replica (t + j) % replicas(e)): start [E + 1],
+// expert e's replicas at slots[start[e] .. start[e + 1]).
+struct ReplicaTable {
+  std::vector<int32_t> start;
+  std::vector<int32_t> slots;
+};
+ReplicaTable replica_table(const ExpertPlacement& placement);
 
 }  // namespace dsinfer::parallel

@@ -1,5 +1,7 @@
 #include "parallel/expert_placement.h"
 
+#include "backend/backend.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -132,7 +134,8 @@ TEST(ExpertPlacement, TwoNodesKeepEveryGroupOnOneNodeAndStayBalanced) {
   EXPECT_LE(place_experts(kTwoNodes, hot).imbalance(hot), 1.09);
 }
 
-TEST(MapToPhysical, HotExpertsTokensSpreadEvenlyOverItsReplicasAndColdOnesKeepTheirSlot) {
+// The replica table through the backend's map_expert_ids (the CPU's, the definition).
+TEST(ReplicaTable, HotExpertsTokensSpreadEvenlyOverItsReplicasAndColdOnesKeepTheirSlot) {
   const std::vector<double> load = eight_hot_experts(256);
   ExpertPlacement placement = place_experts(kEightRanks, load);
   const int hot = 70, cold = 100, top_k = 8, tokens = 1001;
@@ -143,7 +146,13 @@ TEST(MapToPhysical, HotExpertsTokensSpreadEvenlyOverItsReplicasAndColdOnesKeepTh
   for (int t = 0; t < tokens; ++t)
     for (int j = 0; j < top_k; ++j) ids.push_back(j == 2 ? hot : j == top_k - 1 ? cold : (t * 7 + j * 31) % 64 + 128);
   const std::vector<int32_t> logical = ids;
-  map_to_physical(placement, ids, top_k);
+  ReplicaTable table = replica_table(placement);
+  auto int32s = [](std::vector<int32_t>& values, Shape shape) {
+    return Tensor::wrap(values.data(), DType::kI32, shape, Device::kCpu, nullptr);
+  };
+  Tensor mapped = int32s(ids, {tokens, top_k});
+  backend::make_cpu_backend()->map_expert_ids(mapped, int32s(table.start, {256 + 1}),
+                                              int32s(table.slots, {static_cast<int64_t>(table.slots.size())}));
 
   std::vector<int> per_slot(placement.logical_of.size(), 0);
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -184,13 +193,6 @@ TEST(ExpertPlacement, ShapesAndLoadsThatDoNotFitAreRefusedWithAReason) {
 
   EXPECT_EQ(error_of([] { contiguous_placement({.logical_experts = 256, .ranks = 12}); }),
             "expert placement: expert parallelism over 12 ranks does not divide the 256 routed experts");
-  ExpertPlacement placement = place_experts(kEightRanks, load);
-  std::vector<int32_t> ids{1, 2, 3};
-  EXPECT_EQ(error_of([&] { map_to_physical(placement, ids, 2); }),
-            "map_to_physical: 3 expert ids are not a whole number of tokens of top_k = 2 choices");
-  ids = {1, 256};
-  EXPECT_EQ(error_of([&] { map_to_physical(placement, ids, 2); }),
-            "map_to_physical: expert id 256 at 1 is outside the placement's 256 logical experts");
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <future>
+#include <thread>
 
 #include "backend/make_backend.h"
 #include "backend/test_device.h"
@@ -181,10 +183,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"v2-lite-tiny", {.attention_dp = 2, .expert_parallel = true}}),
     layout_name);
 
-// The engine serving a TP 2 + EP 2 model answers greedy requests with the whole model's tokens: on
-// the bundled model, trained, whose greedy choices have clear margins (a random fixture's near-ties
-// may flip under bf16 sums in another order on GPUs).
-TEST(ShardedEngine, GreedyRequestsGiveTheWholeModelsTokens) {
+// The engine serving a sharded model answers greedy requests with the whole model's tokens: on the
+// bundled model, trained, whose greedy choices have clear margins (a random fixture's near-ties may
+// flip under bf16 sums in another order on GPUs). Three requests at once, so that under DP attention
+// the groups run steps of different sizes, and empty ones.
+class ShardedEngineTest : public ::testing::TestWithParam<ParallelConfig> {};
+
+TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
   const std::string dir = source_path("models/dsv3-tiny");
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
   EngineConfig config = offline_engine_config(3, 64, 160);
@@ -197,28 +202,52 @@ TEST(ShardedEngine, GreedyRequestsGiveTheWholeModelsTokens) {
       {0, 3, 2310, 26, 1551, 4},
       {0, 3, 495, 236, 1570, 27, 236, 1986, 27, 236, 1647, 27, 236, 1932, 505, 389, 371, 385, 29, 4},
       {0, 3, 2086, 25, 418, 4}};
+  auto run_all = [&](Engine& engine) {
+    std::vector<std::future<Completion>> running;
+    for (const auto& prompt : prompts)
+      running.push_back(std::async(std::launch::async, [&] { return complete_request(engine, prompt, options); }));
+    std::vector<Completion> done;
+    for (auto& result : running) done.push_back(result.get());
+    return done;
+  };
 
   auto backend = backend::make_backend(on_cpu() ? "cpu" : "cuda:0");
   auto whole = model::DeepseekModel::load(dir, *backend);
-  std::vector<std::vector<int32_t>> expected;
+  std::vector<Completion> expected;
   {
     Engine engine(*whole, tokenizer, config);
-    for (const auto& prompt : prompts) expected.push_back(complete_request(engine, prompt, options).tokens);
+    expected = run_all(engine);
   }
+  const ParallelConfig layout = GetParam();
   auto make_backend = [](int rank) { return backend::make_backend(on_cpu() ? "cpu" : "cuda:" + std::to_string(rank)); };
-  const ParallelConfig layout{.attention_tp = 2, .expert_parallel = true};
   auto make_groups = [&](const std::vector<backend::Backend*>& backends) {
     return on_cpu() ? parallel::make_local_rank_groups(layout) : parallel::make_nccl_rank_groups(layout, backends);
   };
   ShardedModel sharded(dir, layout, model::ModelOptions{}, make_backend, make_groups);
   Engine engine(sharded, tokenizer, config);
+  std::vector<Completion> results = run_all(engine);
   for (size_t i = 0; i < prompts.size(); ++i) {
-    Completion result = complete_request(engine, prompts[i], options);
-    ASSERT_NE(result.finish_reason, FinishReason::kError) << result.error;
-    EXPECT_GT(result.tokens.size(), 10u);
-    EXPECT_EQ(result.tokens, expected[i]) << "prompt " << i;
+    ASSERT_NE(results[i].finish_reason, FinishReason::kError) << results[i].error;
+    EXPECT_GT(results[i].tokens.size(), 10u);
+    EXPECT_EQ(results[i].tokens, expected[i].tokens) << "prompt " << i;
   }
+  // Every page back in the pool, once the engine thread has finished the requests' bookkeeping.
+  for (int i = 0; i < 10000 && engine.stats().free_pages != engine.stats().total_pages; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(engine.stats().free_pages, engine.stats().total_pages);
 }
+
+std::string engine_layout_name(const ::testing::TestParamInfo<ParallelConfig>& info) {
+  const ParallelConfig& c = info.param;
+  return "tp" + std::to_string(c.attention_tp) + "_dp" + std::to_string(c.attention_dp) +
+         (c.expert_parallel ? "_ep" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ShardedEngineTest,
+                         ::testing::Values(ParallelConfig{.attention_tp = 2, .expert_parallel = true},
+                                           ParallelConfig{.attention_dp = 2, .expert_parallel = true},  // all-to-all
+                                           ParallelConfig{.attention_tp = 2, .attention_dp = 2, .expert_parallel = true}),
+                         engine_layout_name);
 
 // A rank that fails its step does not leave the others waiting in a collective: the step fails,
 // and the sharded model refuses further steps instead of hanging.
