@@ -375,6 +375,9 @@ class Backend {
   // so a hot expert's tokens spread over its replicas alike on every rank. replica_start [E + 1] and
   // replica_slots [slots] are int32 tensors on the backend's device, made once at load.
   virtual void map_expert_ids(Tensor& expert_ids, const Tensor& replica_start, const Tensor& replica_slots) = 0;
+  // EPLB's load counters: counts [E] int64 on the device += the number of choices of each expert in
+  // expert_ids [T, k] int32 (route's logical ids); ids outside [0, E) are not counted. Graph-capturable.
+  virtual void count_expert_ids(const Tensor& expert_ids, Tensor& counts) = 0;
 
   // Sampling: the whole logits pipeline of SamplingBatch on logits [B, V] f32 (which it may
   // overwrite), the results copied to the host. One uniform draw per row (from the caller's seeded

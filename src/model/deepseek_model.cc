@@ -120,6 +120,21 @@ Tensor DeepseekModel::row_logits(const Tensor& hidden, const std::vector<int32_t
   return backend_.linear_f32(backend_.gather_rows(hidden, rows), lm_head_);
 }
 
+Tensor DeepseekModel::expert_load() const {
+  std::vector<const Moe*> layers;
+  for (const auto& layer : layers_)
+    if (const Moe* moe = layer->ffn().moe()) layers.push_back(moe);
+  DSINFER_CHECK(!layers.empty() && layers.front()->expert_load().defined(),
+                "expert_load: the model counts no expert loads (RankPlan::count_expert_load)");
+  const int64_t E = config_.n_routed_experts;
+  Tensor out = Tensor::empty(DType::kI64, {static_cast<int64_t>(layers.size()), E});
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Tensor host = backend_.to_host(layers[i]->expert_load());
+    std::copy_n(host.data<int64_t>(), E, out.data<int64_t>() + i * E);
+  }
+  return out;
+}
+
 ForwardResult DeepseekModel::forward_mtp(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
                                          LatentCache& cache) const {
   DSINFER_CHECK(module >= 0 && module < num_mtp_modules(), "MTP module ", module, " is not loaded (",

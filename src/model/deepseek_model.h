@@ -75,6 +75,9 @@ class DeepseekModel {
   // The head over any rows of hidden -> [rows, vocab] f32 on the device: the rows of a step that
   // are scored, not sampled (ForwardBatch::scored_rows), a slice at a time.
   Tensor row_logits(const Tensor& hidden, const std::vector<int32_t>& rows) const;
+  // EPLB's input: each MoE decoder layer's router choices per logical expert over every step so far,
+  // [MoE layers, E] int64 on the host (the rank plan must count them: RankPlan::count_expert_load).
+  Tensor expert_load() const;
   // MTP module `module` (0-based); see MtpModule::forward.
   ForwardResult forward_mtp(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
                             LatentCache& cache) const;

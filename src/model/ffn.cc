@@ -109,11 +109,16 @@ Moe::Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer)
     replica_slots_ = backend_.to_device(int32s(table.slots).clone());
   }
   if (config.n_shared_experts > 0) shared_ = std::make_unique<DenseMlp>(weights, prefix + "shared_experts.");
+  if (plan_.count_expert_load) load_ = backend_.empty(DType::kI64, {E});  // zeros
 }
 
 backend::Routing Moe::route(const Tensor& tokens) const {
   Tensor logits = backend_.linear_f32(tokens, gate_);                         // [T, E] f32
   backend::Routing routing = backend_.route(logits, score_bias_, router_);    // [T, top_k] ids, weights
+  if (load_.defined()) {
+    Tensor counts = load_;  // a handle: the counts on the device are the layer's
+    backend_.count_expert_ids(routing.expert_ids, counts);
+  }
   if (replica_start_.defined()) backend_.map_expert_ids(routing.expert_ids, replica_start_, replica_slots_);
   return routing;
 }

@@ -40,6 +40,9 @@ class Moe {
   // RankPlan::placement(layer)).
   Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer);
   Tensor forward(const Tensor& x) const;                         // [T, hidden] -> [T, hidden]
+  // The router's choices of each logical expert over every step so far, [E] int64 on the device;
+  // undefined unless the rank plan counts them (RankPlan::count_expert_load).
+  const Tensor& expert_load() const { return load_; }
 
  private:
   // The routing of tokens [T, hidden]: the router's choices, as stack ids under EPLB.
@@ -58,6 +61,7 @@ class Moe {
   // EPLB (expert parallelism with replicas): route's logical ids -> physical slots (map_expert_ids);
   // undefined without a placement, when the stack's ids are the logical ones.
   Tensor replica_start_, replica_slots_;
+  Tensor load_;  // [E] int64 on the device, or undefined
   int64_t slots_per_rank_ = 0;  // the stack's size on every rank (dispatch: slot s is rank s / this)
   std::unique_ptr<DenseMlp> shared_;  // null when n_shared_experts == 0
 };
@@ -68,6 +72,7 @@ class FeedForward {
   // moe_layer: the checkpoint layer's index when its feed-forward is DeepSeekMoE; empty: a dense MLP.
   FeedForward(const WeightLoader& weights, const std::string& prefix, std::optional<int64_t> moe_layer);
   Tensor forward(const Tensor& x) const { return moe_ ? moe_->forward(x) : dense_->forward(x); }
+  const Moe* moe() const { return moe_.get(); }  // null for a dense MLP
 
  private:
   std::unique_ptr<DenseMlp> dense_;

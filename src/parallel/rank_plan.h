@@ -28,13 +28,16 @@ struct RankPlan {
   // EPLB: the placement of each layer's routed experts, by checkpoint layer index (expert
   // parallelism only). Null, or a layer past its end: the contiguous placement, no replicas.
   const std::vector<ExpertPlacement>* placements = nullptr;
+  // EPLB's input: every MoE layer counts its router's choices per logical expert on the device
+  // (Backend::count_expert_ids; DeepseekModel::expert_load reads them).
+  bool count_expert_load = false;
 
   bool sharded() const { return place.config.sharded(); }
   const ExpertPlacement* placement(int64_t layer) const {
     return placements && layer < static_cast<int64_t>(placements->size()) ? &(*placements)[layer] : nullptr;
   }
   static RankPlan of(const RankPlace& place, const RankGroups& groups) {
-    return {place, groups.world.get(), groups.attention.get(), groups.across_dp.get(), nullptr};
+    return {place, groups.world.get(), groups.attention.get(), groups.across_dp.get(), nullptr, false};
   }
 };
 

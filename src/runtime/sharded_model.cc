@@ -84,8 +84,8 @@ class ShardedModel::RankThread {
 
 ShardedModel::ShardedModel(const std::string& dir, const parallel::ParallelConfig& config,
                            const model::ModelOptions& options, const BackendMaker& make_backend,
-                           const GroupMaker& make_groups, std::vector<parallel::ExpertPlacement> placements)
-    : config_(config), placements_(std::move(placements)) {
+                           const GroupMaker& make_groups, ExpertBalance balance)
+    : config_(config), balance_(std::move(balance)) {
   const int ranks = config.world_size();
   for (int r = 0; r < ranks; ++r) threads_.push_back(std::make_unique<RankThread>());
   backends_.resize(ranks);
@@ -97,7 +97,8 @@ ShardedModel::ShardedModel(const std::string& dir, const parallel::ParallelConfi
   DSINFER_CHECK(static_cast<int>(groups_.size()) == ranks, "made groups for ", groups_.size(), " of ", ranks, " ranks");
   for (int r = 0; r < ranks; ++r) {
     plans_.push_back(parallel::RankPlan::of({config, r}, groups_[r]));
-    plans_.back().placements = &placements_;
+    plans_.back().placements = &balance_.placements;
+    plans_.back().count_expert_load = balance_.count_load;
   }
   on_every_rank([&](int r) {
     model::ModelOptions rank_options = options;
@@ -162,6 +163,21 @@ void ShardedModel::on_every_rank(const std::function<void(int)>& task) const {
   } catch (const std::exception& error) {
     throw FatalDeviceError(str_cat("rank ", failed, " failed: ", error.what()));
   }
+}
+
+Tensor ShardedModel::expert_load() const {
+  // With all-to-all dispatch each rank routes its own DP group's tokens; otherwise every rank routes
+  // every token of the step (the whole batch, or every DP group's gathered), and rank 0 counts them all.
+  const bool own_tokens = config_.dispatches_experts();
+  std::vector<Tensor> loads(size());
+  on_every_rank([&](int r) {
+    if (r == 0 || own_tokens) loads[r] = models_[r]->expert_load();
+  });
+  Tensor sum = loads[0].clone();
+  for (int r = 1; r < size(); ++r)
+    if (loads[r].defined())
+      for (int64_t i = 0; i < sum.numel(); ++i) sum.data<int64_t>()[i] += loads[r].data<int64_t>()[i];
+  return sum;
 }
 
 namespace {

@@ -25,6 +25,13 @@
 
 namespace dsinfer::runtime {
 
+// Expert-parallel load balancing (parallel/expert_placement.h): where each layer's experts go, and
+// whether the layers count their router's choices (the loads a new placement is computed from).
+struct ExpertBalance {
+  std::vector<parallel::ExpertPlacement> placements;  // by layer index; empty: contiguous, no replicas
+  bool count_load = false;
+};
+
 class ShardedModel {
  public:
   // Makes rank r's backend, on rank r's thread.
@@ -33,11 +40,8 @@ class ShardedModel {
   using GroupMaker = std::function<std::vector<parallel::RankGroups>(const std::vector<backend::Backend*>&)>;
 
   // Loads DIR's model (model::DeepseekModel::load with `options`) as config.world_size() shards.
-  // placements: EPLB's placement of each layer's routed experts, by layer index (RankPlan::placements;
-  // empty: contiguous, no replicas).
   ShardedModel(const std::string& dir, const parallel::ParallelConfig& config, const model::ModelOptions& options,
-               const BackendMaker& make_backend, const GroupMaker& make_groups,
-               std::vector<parallel::ExpertPlacement> placements = {});
+               const BackendMaker& make_backend, const GroupMaker& make_groups, ExpertBalance balance = {});
   ~ShardedModel();
   ShardedModel(const ShardedModel&) = delete;
   ShardedModel& operator=(const ShardedModel&) = delete;
@@ -52,13 +56,18 @@ class ShardedModel {
   // FatalDeviceError once the groups are aborted.
   void on_every_rank(const std::function<void(int)>& task) const;
 
+  // The router's choices per logical expert of every MoE layer over every step so far, every token
+  // once (summed over the DP groups when each routes its own): [MoE layers, E] int64 on the host.
+  // Needs ExpertBalance::count_load; call it between steps (it runs on the rank threads).
+  Tensor expert_load() const;
+
  private:
   class RankThread;
   parallel::ParallelConfig config_;
   std::vector<std::unique_ptr<RankThread>> threads_;
   std::vector<std::unique_ptr<backend::Backend>> backends_;
   std::vector<parallel::RankGroups> groups_;
-  std::vector<parallel::ExpertPlacement> placements_;
+  ExpertBalance balance_;
   std::vector<parallel::RankPlan> plans_;
   std::vector<std::unique_ptr<model::DeepseekModel>> models_;
   mutable bool broken_ = false;

@@ -44,7 +44,7 @@ backend::BackendOptions backend_options(const std::string& fixture) {
 }
 
 std::unique_ptr<ShardedModel> load_sharded(const std::string& fixture, const ParallelConfig& config,
-                                           std::vector<parallel::ExpertPlacement> placements = {}) {
+                                           ExpertBalance balance = {}) {
   auto make_backend = [&](int rank) {
     return backend::make_backend(on_cpu() ? "cpu" : "cuda:" + std::to_string(rank), backend_options(fixture));
   };
@@ -52,7 +52,7 @@ std::unique_ptr<ShardedModel> load_sharded(const std::string& fixture, const Par
     return on_cpu() ? parallel::make_local_rank_groups(config) : parallel::make_nccl_rank_groups(config, backends);
   };
   return std::make_unique<ShardedModel>(fixture_dir(fixture), config, model::ModelOptions{}, make_backend,
-                                        make_groups, std::move(placements));
+                                        make_groups, std::move(balance));
 }
 
 // A few sequences stepped together: a prompt each, then decode steps that feed back the argmax.
@@ -75,10 +75,19 @@ struct Sequences {
   }
 };
 
-// The logits [3, vocab] of each step of the whole model: prompts, then `decodes` decode steps.
-std::vector<Tensor> whole_model_steps(const std::string& fixture, int decodes) {
+// The logits [3, vocab] of each step of the whole model (prompts, then `decodes` decode steps), and
+// its router's choices per expert over them.
+struct WholeModelRun {
+  std::vector<Tensor> steps;
+  Tensor expert_load;  // [MoE layers, E]
+};
+WholeModelRun whole_model_steps(const std::string& fixture, int decodes) {
   auto backend = backend::make_backend(on_cpu() ? "cpu" : "cuda:0", backend_options(fixture));
-  auto model = model::DeepseekModel::load(fixture_dir(fixture), *backend);
+  parallel::RankPlan counting;
+  counting.count_expert_load = true;
+  model::ModelOptions options;
+  options.plan = &counting;
+  auto model = model::DeepseekModel::load(fixture_dir(fixture), *backend, options);
   model::LatentCache cache = model->make_cache(24);
   Sequences sequences;
   std::vector<Tensor> steps;
@@ -89,7 +98,7 @@ std::vector<Tensor> whole_model_steps(const std::string& fixture, int decodes) {
       sequences.tokens[i].push_back(model::argmax_row(steps.back(), i));
     }
   }
-  return steps;
+  return {steps, model->expert_load()};
 }
 
 struct Layout {
@@ -127,10 +136,12 @@ class ShardedModelTest : public ::testing::TestWithParam<Layout> {};
 TEST_P(ShardedModelTest, EveryStepGivesTheWholeModelsLogits) {
   const Layout& layout = GetParam();
   const int decodes = 3;
-  std::vector<Tensor> expected = whole_model_steps(layout.fixture, decodes);
-  auto sharded = load_sharded(layout.fixture, layout.config,
-                              layout.redundant_experts ? skewed_placements(layout.config.world_size(), layout.redundant_experts)
-                                                       : std::vector<parallel::ExpertPlacement>{});
+  const WholeModelRun whole = whole_model_steps(layout.fixture, decodes);
+  const std::vector<Tensor>& expected = whole.steps;
+  ExpertBalance balance;
+  if (layout.redundant_experts) balance.placements = skewed_placements(layout.config.world_size(), layout.redundant_experts);
+  balance.count_load = true;
+  auto sharded = load_sharded(layout.fixture, layout.config, balance);
   const int ranks = sharded->size(), groups = layout.config.attention_dp;
   std::vector<std::unique_ptr<model::LatentCache>> caches(ranks);
   sharded->on_every_rank([&](int r) { caches[r] = std::make_unique<model::LatentCache>(sharded->rank(r).make_cache(24)); });
@@ -161,6 +172,12 @@ TEST_P(ShardedModelTest, EveryStepGivesTheWholeModelsLogits) {
       sequences.tokens[i].push_back(model::argmax_row(expected[step], i));
     }
   }
+  // The DP groups' expert loads add up to the whole model's, choice for choice (under EPLB too: the
+  // counts are of logical experts, before the map to slots).
+  Tensor load = sharded->expert_load();
+  ASSERT_EQ(load.shape(), whole.expert_load.shape());
+  for (int64_t i = 0; i < load.numel(); ++i)
+    ASSERT_EQ(load.data<int64_t>()[i], whole.expert_load.data<int64_t>()[i]) << "layer and expert " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(

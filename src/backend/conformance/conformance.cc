@@ -1800,6 +1800,12 @@ void add_sampling_cases(std::vector<Case>& cases, const Dims& d) {
       return s;
     }));
   }
+}
+
+// Expert-parallel load balancing: the ids' map to replica slots, and the load counters (the router's
+// ids of T tokens, top 8 of 256, with an id past the end and a negative one, added to counts that
+// already hold a window's loads).
+void add_eplb_cases(std::vector<Case>& cases, const Dims& d) {
   // EPLB: V3's 256 logical experts in 288 physical slots, the first 32 with a second replica, the
   // slots in scrambled order; the router's ids of T tokens, top 8.
   for (int64_t T : d.pick<int64_t>({16}, {1, 256, 4096})) {
@@ -1817,6 +1823,26 @@ void add_sampling_cases(std::vector<Case>& cases, const Dims& d) {
         Tensor mapped = b.to_device(ids.clone());  // the op rewrites its ids: a fresh copy each run
         b.map_expert_ids(mapped, a[0], a[1]);
         return Results{mapped};
+      };
+      s.compare = compare_with(kExact);
+      return s;
+    }));
+  }
+  for (int64_t T : d.pick<int64_t>({16}, {1, 256, 4096})) {
+    cases.push_back(make_case("count_expert_ids", str_cat("T=", T, ", top 8 of 256"), [=](uint64_t seed) {
+      const int64_t E = 256, k = 8;
+      Tensor ids = random_ids(T * k, E, stream(seed, 0)).view({T, k});
+      ids.data<int32_t>()[0] = static_cast<int32_t>(E + 3);  // not counted
+      if (T * k > 1) ids.data<int32_t>()[1] = -1;
+      Tensor start = Tensor::empty(DType::kI64, {E});
+      for (int64_t e = 0; e < E; ++e) start.data<int64_t>()[e] = static_cast<int64_t>(hash_at(stream(seed, 1), e) % 1000);
+      OpSpec s;
+      s.args = {{"expert_ids", ArgKind::kConstant, ids}};
+      s.results = {"counts"};
+      s.call = [start](Backend& b, std::vector<Tensor>& a) {
+        Tensor counts = b.to_device(start.clone());  // the op adds to its counts: a fresh copy each run
+        b.count_expert_ids(a[0], counts);
+        return Results{counts};
       };
       s.compare = compare_with(kExact);
       return s;
@@ -2092,7 +2118,7 @@ const std::vector<std::string>& conformance_ops() {
       "concat_last", "slice_last",   "gather_rows",          "concat_rows",  "linear",
       "linear_f32",  "grouped_linear", "rope_inplace",       "write_cache",  "write_latent_cache", "gather_cache",
       "attention_expanded", "attention_absorbed", "route",   "moe_experts",
-      "sample_tokens", "queue_sample_tokens", "resolve_placeholders", "map_expert_ids",
+      "sample_tokens", "queue_sample_tokens", "resolve_placeholders", "map_expert_ids", "count_expert_ids",
   };
   return ops;
 }
@@ -2121,6 +2147,7 @@ std::vector<Case> conformance_cases(Tier tier) {
   add_moe_cases(cases, d);
   add_fixture_cases(cases);
   add_sampling_cases(cases, d);
+  add_eplb_cases(cases, d);
   return cases;
 }
 

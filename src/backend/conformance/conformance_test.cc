@@ -84,6 +84,9 @@ class ForwardingBackend : public Backend {
   void map_expert_ids(Tensor& expert_ids, const Tensor& replica_start, const Tensor& replica_slots) override {
     inner_->map_expert_ids(expert_ids, replica_start, replica_slots);
   }
+  void count_expert_ids(const Tensor& expert_ids, Tensor& counts) override {
+    inner_->count_expert_ids(expert_ids, counts);
+  }
   void write_latent_cache(Tensor& cache, const Tensor& kv_a, const Tensor& norm_weight, float eps,
                           const RopeTable& table, const AttentionBatch& batch) override {
     inner_->write_latent_cache(cache, kv_a, norm_weight, eps, table, batch);
@@ -240,6 +243,7 @@ enum class Fault {
   kPlaceholdersTakeTheNextRow,
   kQueuedSamplingLeavesStaleDeviceTokens,
   kExpertMapTakesTheFirstReplicaAlways,
+  kExpertCountsMissTheLastChoice,
 };
 
 class BrokenBackend final : public ForwardingBackend {
@@ -310,6 +314,12 @@ class BrokenBackend final : public ForwardingBackend {
     int32_t* ids = expert_ids.data<int32_t>();
     for (int64_t i = 0; i < expert_ids.numel(); ++i)
       ids[i] = replica_slots.data<int32_t>()[replica_start.data<int32_t>()[ids[i]]];
+  }
+  void count_expert_ids(const Tensor& expert_ids, Tensor& counts) override {
+    if (fault_ != Fault::kExpertCountsMissTheLastChoice) return inner().count_expert_ids(expert_ids, counts);
+    Tensor fewer = expert_ids.clone();
+    fewer.data<int32_t>()[fewer.numel() - 1] = -1;
+    inner().count_expert_ids(fewer, counts);
   }
   void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
     if (fault_ != Fault::kPlaceholdersTakeTheNextRow) return inner().resolve_placeholders(token_ids, previous);
@@ -432,6 +442,7 @@ const FaultCase kFaults[] = {
     {Fault::kPlaceholdersTakeTheNextRow, "resolve_placeholders", "PlaceholdersResolvedFromTheNextRow"},
     {Fault::kQueuedSamplingLeavesStaleDeviceTokens, "queue_sample_tokens", "QueuedSamplingLeavingStaleDeviceTokens"},
     {Fault::kExpertMapTakesTheFirstReplicaAlways, "map_expert_ids", "ExpertMapIgnoringEveryReplicaButTheFirst"},
+    {Fault::kExpertCountsMissTheLastChoice, "count_expert_ids", "ExpertCountsMissingTheLastChoice"},
 };
 
 // ------------------------------------------------------------------------------------------------

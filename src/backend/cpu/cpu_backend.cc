@@ -72,6 +72,7 @@ class CpuBackend final : public Backend {
   void map_expert_ids(Tensor& expert_ids, const Tensor& replica_start, const Tensor& replica_slots) override {
     cpu::map_expert_ids(expert_ids, replica_start, replica_slots);
   }
+  void count_expert_ids(const Tensor& expert_ids, Tensor& counts) override { cpu::count_expert_ids(expert_ids, counts); }
   void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
     cpu::resolve_placeholders(token_ids, previous);
   }

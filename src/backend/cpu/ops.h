@@ -38,6 +38,7 @@ Tensor moe_experts(const Tensor& x, const Routing& routing, const ExpertStack& e
 SampledTokens sample_tokens(Tensor& logits, const SamplingBatch& batch);
 void resolve_placeholders(Tensor& token_ids, const Tensor& previous);
 void map_expert_ids(Tensor& expert_ids, const Tensor& replica_start, const Tensor& replica_slots);
+void count_expert_ids(const Tensor& expert_ids, Tensor& counts);
 void write_latent_cache(Tensor& cache, const Tensor& kv_a, const Tensor& norm_weight, float eps, const RopeTable& table,
                         const AttentionBatch& batch);
 

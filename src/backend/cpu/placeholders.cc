@@ -1,5 +1,5 @@
-// Backend::resolve_placeholders and Backend::map_expert_ids on the host: the definitions the device
-// ops are checked against (both rewrite int32 ids in place).
+// Backend::resolve_placeholders, Backend::map_expert_ids and Backend::count_expert_ids on the host:
+// the definitions the device ops are checked against (small passes over int32 ids).
 #include "backend/cpu/ops.h"
 #include "core/error.h"
 
@@ -37,6 +37,16 @@ void map_expert_ids(Tensor& expert_ids, const Tensor& replica_start, const Tenso
                     replicas, " replicas");
       ids[t * k + j] = replica_slots.data<int32_t>()[start[e] + (t + j) % replicas];
     }
+  }
+}
+
+void count_expert_ids(const Tensor& expert_ids, Tensor& counts) {
+  DSINFER_CHECK(expert_ids.dtype() == DType::kI32 && counts.dtype() == DType::kI64 && counts.rank() == 1,
+                "count_expert_ids: ids must be int32 and counts [E] int64");
+  const int64_t experts = counts.numel();
+  for (int64_t i = 0; i < expert_ids.numel(); ++i) {
+    const int32_t e = expert_ids.data<int32_t>()[i];
+    if (e >= 0 && e < experts) ++counts.data<int64_t>()[e];
   }
 }
 

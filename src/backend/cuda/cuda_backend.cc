@@ -217,6 +217,15 @@ class CudaBackend final : public Backend, public CudaContext {
                          replica_start.data<int32_t>(), replica_slots.data<int32_t>(), stream_);
   }
 
+  void count_expert_ids(const Tensor& expert_ids, Tensor& counts) override {
+    expect_device(expert_ids, "count_expert_ids", "expert_ids");
+    expect_device(counts, "count_expert_ids", "counts");
+    DSINFER_CHECK(expert_ids.dtype() == DType::kI32 && counts.dtype() == DType::kI64 && counts.rank() == 1,
+                  "count_expert_ids: ids must be int32 and counts [E] int64");
+    cuda::count_expert_ids(expert_ids.data<int32_t>(), expert_ids.numel(),
+                           reinterpret_cast<unsigned long long*>(counts.data<int64_t>()), counts.numel(), stream_);
+  }
+
   void resolve_placeholders(Tensor& token_ids, const Tensor& previous) override {
     expect_device(token_ids, "resolve_placeholders", "token_ids");
     expect_device(previous, "resolve_placeholders", "previous");

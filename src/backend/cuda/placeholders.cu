@@ -25,7 +25,23 @@ __global__ void map_expert_ids_kernel(int32_t* ids, int64_t entries, int64_t top
   ids[i] = slots[first + (t + j) % replicas];
 }
 
+__global__ void count_expert_ids_kernel(const int32_t* ids, int64_t entries, unsigned long long* counts,
+                                        int64_t experts) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= entries) return;
+  const int32_t e = ids[i];
+  if (e >= 0 && e < experts) atomicAdd(counts + e, 1ull);
+}
+
 }  // namespace
+
+void count_expert_ids(const int32_t* ids, int64_t entries, unsigned long long* counts, int64_t experts,
+                      cudaStream_t stream) {
+  if (entries <= 0) return;
+  const auto blocks = static_cast<unsigned>((entries + kThreads - 1) / kThreads);
+  count_expert_ids_kernel<<<blocks, kThreads, 0, stream>>>(ids, entries, counts, experts);
+  DSINFER_CUDA_CHECK(cudaGetLastError());
+}
 
 void map_expert_ids(int32_t* ids, int64_t tokens, int64_t top_k, const int32_t* start, const int32_t* slots,
                     cudaStream_t stream) {

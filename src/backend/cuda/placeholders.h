@@ -26,4 +26,10 @@ void resolve_placeholders(int32_t* ids, int64_t tokens, const int32_t* previous,
 void map_expert_ids(int32_t* ids, int64_t tokens, int64_t top_k, const int32_t* start, const int32_t* slots,
                     cudaStream_t stream);
 
+// Backend::count_expert_ids (EPLB's load counters): counts[e] += choices of e among ids[entries]
+// (e in [0, experts)). One thread per id, an atomic add each: integer sums, so the order does not
+// matter; ~2K ids at a 256-token decode step, a launch's cost.
+void count_expert_ids(const int32_t* ids, int64_t entries, unsigned long long* counts, int64_t experts,
+                      cudaStream_t stream);
+
 }  // namespace dsinfer::backend::cuda
