@@ -18,8 +18,30 @@ void add_parallel_flags(Flags& flags) {
   flags.add_alias("ep", "expert-parallel-size");
   flags.add_alias("ep-size", "expert-parallel-size");  // SGLang
   flags.add_bool("enable-expert-parallel", "split the routed experts by expert over every rank (vLLM)");
+  flags.add_bool("enable-eplb", "expert-parallel load balancing: count each expert's tokens and place the experts "
+                 "anew, with replicas of the hot ones, every --eplb-rebalance-num-iterations steps");
+  flags.add_int("num-redundant-experts", "EPLB: spare expert slots in all, for replicas of hot experts", 0);
+  flags.add_alias("ep-num-redundant-experts", "num-redundant-experts");  // SGLang
+  flags.add_int("eplb-rebalance-num-iterations", "EPLB: steps between rebalances", 1000);
   for (const char* size : {"tensor-parallel-size", "data-parallel-size", "expert-parallel-size"})
     flags.set_range(size, 1, 4096);
+  flags.set_range("num-redundant-experts", 0, 65536);
+  flags.set_range("eplb-rebalance-num-iterations", 1, 1e12);
+}
+
+runtime::ExpertBalance expert_balance(const Flags& flags, const parallel::ParallelConfig& config) {
+  runtime::ExpertBalance balance;
+  const bool eplb = flags.get_bool("enable-eplb");
+  const int redundant = static_cast<int>(flags.get_int("num-redundant-experts"));
+  if (!eplb) {
+    DSINFER_CHECK(redundant == 0, "--num-redundant-experts needs --enable-eplb");
+    return balance;
+  }
+  DSINFER_CHECK(config.expert_parallel, "--enable-eplb balances the experts of an expert-parallel layout: add "
+                "--enable-expert-parallel (or --ep equal to the rank count)");
+  balance.redundant_experts = redundant;
+  balance.rebalance_steps = flags.get_int("eplb-rebalance-num-iterations");
+  return balance;
 }
 
 parallel::ParallelConfig parallel_config(const Flags& flags) {

@@ -13,6 +13,7 @@
 
 #include "cli/flags.h"
 #include "parallel/parallel_config.h"
+#include "runtime/sharded_model.h"
 
 namespace dsinfer::cli {
 
@@ -20,5 +21,9 @@ void add_parallel_flags(Flags& flags);
 // Throws dsinfer::Error a user can act on (an --ep that is neither 1 nor the rank count, a --dp that
 // does not divide --tp under --enable-dp-attention).
 parallel::ParallelConfig parallel_config(const Flags& flags);
+// Expert-parallel load balancing: --enable-eplb (vLLM's and SGLang's), --num-redundant-experts
+// (SGLang: --ep-num-redundant-experts) spare slots, rebalanced every --eplb-rebalance-num-iterations
+// steps. Throws unless the layout is expert parallel when EPLB is asked for.
+runtime::ExpertBalance expert_balance(const Flags& flags, const parallel::ParallelConfig& config);
 
 }  // namespace dsinfer::cli

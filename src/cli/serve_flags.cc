@@ -104,7 +104,7 @@ void check_serve_flags(const Flags& flags) {
   const std::string kv_dtype = flags.get_string("kv-cache-dtype");
   DSINFER_CHECK(kv_dtype == "auto" || kv_dtype == "bfloat16", "--kv-cache-dtype ", kv_dtype,
                 " is not supported yet: FP8 KV cache arrives with issue 9 (auto and bfloat16 work today)");
-  parallel_config(flags);
+  expert_balance(flags, parallel_config(flags));
   DSINFER_CHECK(!flags.has("speculative-config"),
                 "--speculative-config is not supported yet: speculative decoding (MTP) arrives with issue 10");
 }

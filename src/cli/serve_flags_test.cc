@@ -79,6 +79,14 @@ TEST(ServeFlags, ParallelLayoutsReadAsVllmAndSglangMeanThem) {
   EXPECT_NE(refusal({"/m", "--tp", "4", "--ep", "2"}).find("must be 1 or the number of ranks (4)"), std::string::npos);
   EXPECT_NE(refusal({"/m", "--tp", "4", "--dp", "3", "--enable-dp-attention"}).find("must divide --tp 4"),
             std::string::npos);
+  runtime::ExpertBalance eplb = expert_balance(
+      parsed({"/m", "--tp", "8", "--ep", "8", "--enable-eplb", "--ep-num-redundant-experts", "32",
+              "--eplb-rebalance-num-iterations", "500"}),
+      parallel_config(parsed({"/m", "--tp", "8", "--ep", "8"})));
+  EXPECT_EQ(eplb.redundant_experts, 32);
+  EXPECT_EQ(eplb.rebalance_steps, 500);
+  EXPECT_NE(refusal({"/m", "--tp", "2", "--enable-eplb"}).find("--enable-expert-parallel"), std::string::npos);
+  EXPECT_NE(refusal({"/m", "--num-redundant-experts", "8"}).find("needs --enable-eplb"), std::string::npos);
 }
 
 TEST(ServeFlags, UnknownOrContradictoryValuesAreRefused) {

@@ -11,6 +11,7 @@ std::unique_ptr<ServedModel> ServedModel::load(const std::string& dir, const Fla
   const std::string device = flags.get_string("device");
   DSINFER_CHECK(backend::backend_built(device), "--device ", device, " is not available in this build");
   const parallel::ParallelConfig config = parallel_config(flags);
+  if (!config.sharded()) expert_balance(flags, config);  // refuses EPLB flags without expert parallelism
   auto served = std::make_unique<ServedModel>();
   if (!config.sharded()) {
     served->backend_ = backend::make_backend(device, backend_options);
@@ -27,8 +28,8 @@ std::unique_ptr<ServedModel> ServedModel::load(const std::string& dir, const Fla
   auto make_groups = [&](const std::vector<backend::Backend*>& backends) {
     return cpu ? parallel::make_local_rank_groups(config) : parallel::make_nccl_rank_groups(config, backends);
   };
-  served->sharded_ = std::make_unique<runtime::ShardedModel>(dir, config, options, make_backend,
-                                                             make_groups);
+  served->sharded_ = std::make_unique<runtime::ShardedModel>(dir, config, options, make_backend, make_groups,
+                                                             expert_balance(flags, config));
   return served;
 }
 

@@ -17,6 +17,7 @@ class DecoderLayer {
   // residual [T, hidden] is the running sum of the stream and is updated in place.
   void forward(Tensor& residual, const ForwardBatch& batch, Tensor& cache, const backend::RopeTable& rope) const;
   const FeedForward& ffn() const { return ffn_; }
+  FeedForward& ffn() { return ffn_; }
 
  private:
   backend::Backend& backend_;

@@ -10,7 +10,10 @@ namespace dsinfer::model {
 
 DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* checkpoint, backend::Backend& backend,
                              const ModelOptions& options)
-    : config_(std::move(config)), backend_(backend), place_(options.plan ? options.plan->place : parallel::RankPlace{}) {
+    : config_(std::move(config)),
+      backend_(backend),
+      place_(options.plan ? options.plan->place : parallel::RankPlace{}),
+      plan_(options.plan ? *options.plan : parallel::RankPlan{}) {
   place_.config.check_fits(config_);
   WeightLoader weights = checkpoint ? WeightLoader(*checkpoint, config_, backend_, options.plan)
                                     : WeightLoader(config_, io::stored_format(config_), backend_, options.plan);
@@ -55,10 +58,33 @@ std::unique_ptr<DeepseekModel> DeepseekModel::load(const std::string& dir, backe
     // A real checkpoint stores MTP module k at the full layer count + k; layer N is a plain layer.
     if (options.load_format != LoadFormat::kDummy) effective.load_mtp = false;
   }
-  if (options.load_format == LoadFormat::kDummy)
-    return std::make_unique<DeepseekModel>(std::move(config), nullptr, backend, effective);
-  io::Checkpoint checkpoint = io::Checkpoint::open(dir);
-  return std::make_unique<DeepseekModel>(std::move(config), &checkpoint, backend, effective);
+  std::unique_ptr<DeepseekModel> model;
+  if (options.load_format == LoadFormat::kDummy) {
+    model = std::make_unique<DeepseekModel>(std::move(config), nullptr, backend, effective);
+  } else {
+    io::Checkpoint checkpoint = io::Checkpoint::open(dir);
+    model = std::make_unique<DeepseekModel>(std::move(config), &checkpoint, backend, effective);
+  }
+  model->source_dir_ = dir;
+  model->load_format_ = options.load_format;
+  return model;
+}
+
+void DeepseekModel::place_experts(const std::vector<parallel::ExpertPlacement>& placements) {
+  DSINFER_CHECK(!source_dir_.empty(), "place_experts: the model was not made by DeepseekModel::load");
+  parallel::RankPlan plan = plan_;
+  plan.placements = &placements;
+  auto place = [&](const WeightLoader& weights) {
+    for (size_t i = 0; i < layers_.size(); ++i)
+      if (Moe* moe = layers_[i]->ffn().moe()) moe->place_experts(weights, plan.placement(static_cast<int64_t>(i)));
+    backend_.synchronize();
+  };
+  if (load_format_ == LoadFormat::kDummy) {
+    place(WeightLoader(config_, io::stored_format(config_), backend_, &plan));
+  } else {
+    io::Checkpoint checkpoint = io::Checkpoint::open(source_dir_);
+    place(WeightLoader(checkpoint, config_, backend_, &plan));
+  }
 }
 
 LatentCache DeepseekModel::make_cache(int64_t pages) const {

@@ -78,6 +78,11 @@ class DeepseekModel {
   // EPLB's input: each MoE decoder layer's router choices per logical expert over every step so far,
   // [MoE layers, E] int64 on the host (the rank plan must count them: RankPlan::count_expert_load).
   Tensor expert_load() const;
+  // EPLB's rebalancing: every MoE decoder layer's routed experts placed anew (placements by layer
+  // index, as RankPlan::placements), this rank's loaded again from where the model's weights came
+  // from (the checkpoint directory load() read, or dummy weights). Between steps, on the thread that
+  // runs the model; throws for a model not made by load().
+  void place_experts(const std::vector<parallel::ExpertPlacement>& placements);
   // MTP module `module` (0-based); see MtpModule::forward.
   ForwardResult forward_mtp(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
                             LatentCache& cache) const;
@@ -89,6 +94,9 @@ class DeepseekModel {
   io::ModelConfig config_;
   backend::Backend& backend_;
   parallel::RankPlace place_;
+  parallel::RankPlan plan_;  // the plan the model was loaded with (place_ and its groups)
+  std::string source_dir_;   // the directory load() read, for place_experts; empty otherwise
+  LoadFormat load_format_ = LoadFormat::kAuto;
   backend::RopeTable rope_;
   backend::LinearWeight embed_, lm_head_;
   Tensor norm_;

@@ -55,7 +55,8 @@ Tensor DenseMlp::forward(const Tensor& x) const {
 }
 
 Moe::Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer)
-    : backend_(weights.backend()), plan_(weights.plan()), router_(router_params(weights.config())) {
+    : backend_(weights.backend()), plan_(weights.plan()), router_(router_params(weights.config())), prefix_(prefix),
+      layer_(layer) {
   const io::ModelConfig& config = weights.config();
   int64_t E = config.n_routed_experts, hidden = config.hidden_size, I = config.moe_intermediate_size;
   weights.expect_shape(prefix + "gate.weight", {E, hidden});
@@ -64,33 +65,40 @@ Moe::Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer)
     weights.expect_shape(prefix + "gate.e_score_correction_bias", {E});
     score_bias_ = weights.f32(prefix + "gate.e_score_correction_bias");
   }
-  // Stacked per layer for grouped GEMMs: gate_up [E, 2I, hidden] (gate rows then up rows of each
-  // expert) and down [E, hidden, I]. gate and up are stacked as separate halves so that FP8 scale
-  // blocks stay aligned for any I.
-  std::vector<std::string> gates, ups, downs;
-  const parallel::Range held = plan_.place.experts(E), columns = plan_.place.expert_columns(I);
-  // With an EPLB placement this rank holds physical slots [r S, (r + 1) S) instead, each running its
-  // logical expert (a hot one may fill several slots, on several ranks).
-  const parallel::ExpertPlacement* placement = plan_.placement(layer);
-  std::vector<int64_t> stack;  // the logical expert of each of this rank's stack entries
-  if (placement) {
-    DSINFER_CHECK(plan_.place.config.expert_parallel && placement->ranks() == plan_.place.config.world_size() &&
-                      static_cast<int64_t>(placement->replicas.size()) == E,
-                  "layer ", layer, ": an expert placement of ", placement->replicas.size(), " experts on ",
-                  placement->ranks(), " ranks does not fit ", E, " experts under ", plan_.place.config.describe());
-    for (int64_t p = 0; p < placement->slots_per_rank; ++p)
-      stack.push_back(placement->logical_of[plan_.place.rank * placement->slots_per_rank + p]);
-  } else {
-    for (int64_t e = held.begin; e < held.end; ++e) stack.push_back(e);
-  }
   for (int64_t e = 0; e < E; ++e) {
     std::string expert = prefix + "experts." + std::to_string(e) + ".";
     weights.expect_shape(expert + "gate_proj.weight", {I, hidden});
     weights.expect_shape(expert + "up_proj.weight", {I, hidden});
     weights.expect_shape(expert + "down_proj.weight", {hidden, I});
   }
+  place_experts(weights, plan_.placement(layer));
+  if (config.n_shared_experts > 0) shared_ = std::make_unique<DenseMlp>(weights, prefix + "shared_experts.");
+  if (plan_.count_expert_load) load_ = backend_.empty(DType::kI64, {E});  // zeros
+}
+
+void Moe::place_experts(const WeightLoader& weights, const parallel::ExpertPlacement* placement) {
+  const io::ModelConfig& config = weights.config();
+  const int64_t E = config.n_routed_experts;
+  const parallel::Range held = plan_.place.experts(E), columns = plan_.place.expert_columns(config.moe_intermediate_size);
+  // With an EPLB placement this rank holds physical slots [r S, (r + 1) S) instead, each running its
+  // logical expert (a hot one may fill several slots, on several ranks).
+  std::vector<int64_t> stack;  // the logical expert of each of this rank's stack entries
+  if (placement) {
+    DSINFER_CHECK(plan_.place.config.expert_parallel && placement->ranks() == plan_.place.config.world_size() &&
+                      static_cast<int64_t>(placement->replicas.size()) == E,
+                  "layer ", layer_, ": an expert placement of ", placement->replicas.size(), " experts on ",
+                  placement->ranks(), " ranks does not fit ", E, " experts under ", plan_.place.config.describe());
+    for (int64_t p = 0; p < placement->slots_per_rank; ++p)
+      stack.push_back(placement->logical_of[plan_.place.rank * placement->slots_per_rank + p]);
+  } else {
+    for (int64_t e = held.begin; e < held.end; ++e) stack.push_back(e);
+  }
+  // Stacked per layer for grouped GEMMs: gate_up [E, 2I, hidden] (gate rows then up rows of each
+  // expert) and down [E, hidden, I]. gate and up are stacked as separate halves so that FP8 scale
+  // blocks stay aligned for any I.
+  std::vector<std::string> gates, ups, downs;
   for (int64_t e : stack) {
-    std::string expert = prefix + "experts." + std::to_string(e) + ".";
+    std::string expert = prefix_ + "experts." + std::to_string(e) + ".";
     gates.push_back(expert + "gate_proj.weight");
     ups.push_back(expert + "up_proj.weight");
     downs.push_back(expert + "down_proj.weight");
@@ -99,6 +107,7 @@ Moe::Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer)
   experts_.down = weights.stacked(downs, WeightShard{{}, columns});
   experts_.first_expert = placement ? int64_t{plan_.place.rank} * placement->slots_per_rank : held.begin;
   slots_per_rank_ = static_cast<int64_t>(stack.size());
+  replica_start_ = replica_slots_ = Tensor();
   if (placement) {
     const parallel::ReplicaTable table = parallel::replica_table(*placement);
     auto int32s = [](const std::vector<int32_t>& values) {
@@ -108,8 +117,6 @@ Moe::Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer)
     replica_start_ = backend_.to_device(int32s(table.start).clone());
     replica_slots_ = backend_.to_device(int32s(table.slots).clone());
   }
-  if (config.n_shared_experts > 0) shared_ = std::make_unique<DenseMlp>(weights, prefix + "shared_experts.");
-  if (plan_.count_expert_load) load_ = backend_.empty(DType::kI64, {E});  // zeros
 }
 
 backend::Routing Moe::route(const Tensor& tokens) const {

@@ -43,6 +43,9 @@ class Moe {
   // The router's choices of each logical expert over every step so far, [E] int64 on the device;
   // undefined unless the rank plan counts them (RankPlan::count_expert_load).
   const Tensor& expert_load() const { return load_; }
+  // Loads this rank's experts of `placement` (null: the contiguous split, no replicas) from
+  // `weights` in place of the ones it holds: EPLB's rebalancing, between steps.
+  void place_experts(const WeightLoader& weights, const parallel::ExpertPlacement* placement);
 
  private:
   // The routing of tokens [T, hidden]: the router's choices, as stack ids under EPLB.
@@ -55,6 +58,8 @@ class Moe {
   backend::Backend& backend_;
   parallel::RankPlan plan_;
   backend::RouterParams router_;
+  std::string prefix_;  // "model.layers.N.mlp."
+  int64_t layer_;
   backend::LinearWeight gate_;  // [E, hidden] f32: the router runs in float32
   Tensor score_bias_;           // [E] e_score_correction_bias (V3), undefined otherwise
   backend::ExpertStack experts_;  // this rank's experts (first_expert on), or its columns of each
@@ -73,6 +78,7 @@ class FeedForward {
   FeedForward(const WeightLoader& weights, const std::string& prefix, std::optional<int64_t> moe_layer);
   Tensor forward(const Tensor& x) const { return moe_ ? moe_->forward(x) : dense_->forward(x); }
   const Moe* moe() const { return moe_.get(); }  // null for a dense MLP
+  Moe* moe() { return moe_.get(); }
 
  private:
   std::unique_ptr<DenseMlp> dense_;

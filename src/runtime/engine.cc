@@ -341,7 +341,7 @@ Engine::Engine(const model::DeepseekModel& model, const tokenizer::Tokenizer& to
     : Engine(make_model_executor(model, configured_pages(model, config), executor_options(config)), tokenizer,
              std::move(config)) {}
 
-Engine::Engine(const ShardedModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config)
+Engine::Engine(ShardedModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config)
     : Engine(make_sharded_executor(model, configured_pages(model.rank(0), config), executor_options(config)),
              tokenizer, std::move(config)) {}
 

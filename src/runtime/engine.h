@@ -81,7 +81,7 @@ class Engine {
   // Serves `model` with a KV cache sized by config.
   Engine(const model::DeepseekModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config);
   // Serves a model held by several ranks (tensor and expert parallelism); config sizes each rank's cache.
-  Engine(const ShardedModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config);
+  Engine(ShardedModel& model, const tokenizer::Tokenizer& tokenizer, EngineConfig config);
   // Serves through any executor (tests and benchmarks use a stand-in model).
   Engine(std::unique_ptr<StepExecutor> executor, const tokenizer::Tokenizer& tokenizer, EngineConfig config);
   ~Engine();  // stops the loop; requests still in flight finish with FinishReason::kAbort

@@ -85,8 +85,18 @@ class ShardedModel::RankThread {
 ShardedModel::ShardedModel(const std::string& dir, const parallel::ParallelConfig& config,
                            const model::ModelOptions& options, const BackendMaker& make_backend,
                            const GroupMaker& make_groups, ExpertBalance balance)
-    : config_(config), balance_(std::move(balance)) {
+    : config_(config), balance_(std::move(balance)), model_config_(io::load_model_config(dir)) {
   const int ranks = config.world_size();
+  if (options.num_layers > 0) model_config_ = io::truncate_layers(model_config_, options.num_layers);
+  if (balance_.redundant_experts > 0 || balance_.rebalance_steps > 0) {
+    DSINFER_CHECK(config.expert_parallel, "expert-parallel load balancing (EPLB) needs expert parallelism");
+    balance_.count_load = true;
+    if (balance_.placements.empty()) {  // uniform loads until the first rebalance
+      Tensor uniform = Tensor::empty(DType::kI64, {moe_layers(model_config_), model_config_.n_routed_experts});
+      std::fill_n(uniform.data<int64_t>(), uniform.numel(), int64_t{1});
+      balance_.placements = placements_from(uniform);
+    }
+  }
   for (int r = 0; r < ranks; ++r) threads_.push_back(std::make_unique<RankThread>());
   backends_.resize(ranks);
   models_.resize(ranks);
@@ -163,6 +173,46 @@ void ShardedModel::on_every_rank(const std::function<void(int)>& task) const {
   } catch (const std::exception& error) {
     throw FatalDeviceError(str_cat("rank ", failed, " failed: ", error.what()));
   }
+}
+
+int64_t ShardedModel::moe_layers(const io::ModelConfig& config) {
+  int64_t layers = 0;
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers += config.is_moe_layer(i) ? 1 : 0;
+  return layers;
+}
+
+std::vector<parallel::ExpertPlacement> ShardedModel::placements_from(const Tensor& load) const {
+  const int64_t E = model_config_.n_routed_experts;
+  DSINFER_CHECK(load.dtype() == DType::kI64 && load.rank() == 2 && load.dim(0) == moe_layers(model_config_) &&
+                    load.dim(1) == E,
+                "rebalance: loads ", load.shape().to_string(), " for ", moe_layers(model_config_), " MoE layers of ", E,
+                " experts");
+  const parallel::PlacementShape shape{.logical_experts = static_cast<int>(E),
+                                       .expert_groups = static_cast<int>(model_config_.n_group),
+                                       .nodes = 1,
+                                       .ranks = config_.world_size(),
+                                       .redundant_experts = balance_.redundant_experts};
+  std::vector<parallel::ExpertPlacement> placements;
+  int64_t row = 0;
+  for (int64_t i = 0; i < model_config_.num_hidden_layers; ++i) {
+    if (!model_config_.is_moe_layer(i)) {
+      placements.push_back(parallel::contiguous_placement(shape));  // never read: a dense layer
+      continue;
+    }
+    std::vector<double> layer(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) layer[e] = static_cast<double>(load.data<int64_t>()[row * E + e]);
+    placements.push_back(parallel::place_experts(shape, layer));
+    ++row;
+  }
+  return placements;
+}
+
+void ShardedModel::rebalance(const Tensor& load) {
+  std::vector<parallel::ExpertPlacement> placements = placements_from(load);
+  on_every_rank([&](int r) { models_[r]->place_experts(placements); });
+  balance_.placements = std::move(placements);
+  log_info("EPLB: experts placed anew over ", config_.describe(), " with ", balance_.redundant_experts,
+           " spare slots");
 }
 
 Tensor ShardedModel::expert_load() const {
@@ -247,7 +297,7 @@ DpStep split_by_group(const model::ForwardBatch& batch, const backend::SamplingB
 // each group's first rank's tokens go back to their rows.
 class ShardedExecutor final : public StepExecutor {
  public:
-  ShardedExecutor(const ShardedModel& model, int64_t pages) : model_(model), pages_(pages) {
+  ShardedExecutor(ShardedModel& model, int64_t pages) : model_(model), pages_(pages) {
     ranks_.resize(model.size());
     model.on_every_rank([&](int r) { ranks_[r] = make_model_executor(model.rank(r), pages, {}); });
   }
@@ -265,6 +315,7 @@ class ShardedExecutor final : public StepExecutor {
   }
   bool overlaps() const override { return groups() == 1 && ranks_[0]->overlaps(); }
   void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
+    ++in_flight_;
     if (groups() == 1) {
       model_.on_every_rank([&](int r) { ranks_[r]->launch(batch, sampling); });
       return;
@@ -279,10 +330,15 @@ class ShardedExecutor final : public StepExecutor {
   backend::SampledTokens collect() override {
     std::vector<backend::SampledTokens> tokens(ranks_.size());
     model_.on_every_rank([&](int r) { tokens[r] = ranks_[r]->collect(); });
-    if (groups() == 1) return tokens[0];
-    Launched step = std::move(launched_.front());
-    launched_.pop_front();
-    return assemble(step, tokens);
+    --in_flight_;
+    backend::SampledTokens out = tokens[0];
+    if (groups() > 1) {
+      Launched step = std::move(launched_.front());
+      launched_.pop_front();
+      out = assemble(step, tokens);
+    }
+    rebalance_when_due();
+    return out;
   }
   std::vector<PromptLogprob> take_scores() override {
     for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r]->take_scores();
@@ -302,6 +358,20 @@ class ShardedExecutor final : public StepExecutor {
   };
 
   int groups() const { return model_.config().attention_dp; }
+
+  // EPLB: every rebalance_steps collected steps, once no step is in flight, the experts are placed
+  // anew from the loads counted since the last rebalance.
+  void rebalance_when_due() {
+    const int64_t every = model_.balance().rebalance_steps;
+    if (every <= 0 || ++steps_since_rebalance_ < every || in_flight_ > 0) return;
+    Tensor load = model_.expert_load();
+    Tensor window = load.clone();
+    if (last_load_.defined())
+      for (int64_t i = 0; i < window.numel(); ++i) window.data<int64_t>()[i] -= last_load_.data<int64_t>()[i];
+    model_.rebalance(window);
+    last_load_ = load;
+    steps_since_rebalance_ = 0;
+  }
 
   // The step's rows from each group's first rank, in the step's order.
   backend::SampledTokens assemble(const Launched& step, const std::vector<backend::SampledTokens>& ranks) const {
@@ -329,15 +399,18 @@ class ShardedExecutor final : public StepExecutor {
     return out;
   }
 
-  const ShardedModel& model_;
+  ShardedModel& model_;
   int64_t pages_;
   std::vector<std::unique_ptr<StepExecutor>> ranks_;
+  int in_flight_ = 0;                  // launched and not collected
+  int64_t steps_since_rebalance_ = 0;
+  Tensor last_load_;                   // the loads at the last rebalance
   std::deque<Launched> launched_;  // DP steps launched and not collected, oldest first
 };
 
 }  // namespace
 
-std::unique_ptr<StepExecutor> make_sharded_executor(const ShardedModel& model, int64_t pages,
+std::unique_ptr<StepExecutor> make_sharded_executor(ShardedModel& model, int64_t pages,
                                                     const ExecutorOptions& options) {
   if (options.cuda_graph_max_batch > 0 && model.rank(0).backend().device() != Device::kCpu)
     log_info("sharded model: decode steps run eagerly (no CUDA graphs with NCCL yet)");

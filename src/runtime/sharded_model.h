@@ -30,6 +30,11 @@ namespace dsinfer::runtime {
 struct ExpertBalance {
   std::vector<parallel::ExpertPlacement> placements;  // by layer index; empty: contiguous, no replicas
   bool count_load = false;
+  // Online rebalancing (vLLM's --enable-eplb, SGLang's --enable-eplb): spare expert slots in all
+  // (a placement from uniform loads until the first rebalance), and the executor's steps between
+  // rebalances (0: never; each places the experts anew from the loads counted since the last).
+  int redundant_experts = 0;
+  int64_t rebalance_steps = 0;
 };
 
 class ShardedModel {
@@ -60,6 +65,10 @@ class ShardedModel {
   // once (summed over the DP groups when each routes its own): [MoE layers, E] int64 on the host.
   // Needs ExpertBalance::count_load; call it between steps (it runs on the rank threads).
   Tensor expert_load() const;
+  // EPLB: every MoE layer's experts placed anew from `load` ([MoE layers, E], tokens a window routed
+  // to each), with the configured spare slots, and reloaded on every rank. Between steps.
+  void rebalance(const Tensor& load);
+  const ExpertBalance& balance() const { return balance_; }
 
  private:
   class RankThread;
@@ -67,7 +76,12 @@ class ShardedModel {
   std::vector<std::unique_ptr<RankThread>> threads_;
   std::vector<std::unique_ptr<backend::Backend>> backends_;
   std::vector<parallel::RankGroups> groups_;
+  static int64_t moe_layers(const io::ModelConfig& config);
+  // One placement a layer (by layer index) from each MoE layer's load.
+  std::vector<parallel::ExpertPlacement> placements_from(const Tensor& load) const;
+
   ExpertBalance balance_;
+  io::ModelConfig model_config_;  // the model's config, for placements
   std::vector<parallel::RankPlan> plans_;
   std::vector<std::unique_ptr<model::DeepseekModel>> models_;
   mutable bool broken_ = false;
@@ -76,7 +90,9 @@ class ShardedModel {
 // The engine's executor over every rank, each with a cache of `pages` pages. Sharded steps run
 // eagerly for now (options.cuda_graph_max_batch is ignored: graphs with NCCL inside are a later step);
 // prompt_logprobs under DP attention fail their step.
-std::unique_ptr<StepExecutor> make_sharded_executor(const ShardedModel& model, int64_t pages,
+// With ExpertBalance::rebalance_steps it places the experts anew every that many steps, between
+// steps (no step in flight), from the loads counted since the last time.
+std::unique_ptr<StepExecutor> make_sharded_executor(ShardedModel& model, int64_t pages,
                                                     const ExecutorOptions& options = {});
 
 }  // namespace dsinfer::runtime
