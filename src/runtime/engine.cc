@@ -16,7 +16,7 @@
 #include <algorithm>
 
 #include "core/log.h"
-#include "runtime/sharded_model.h"
+#include "runtime/sharded_executor.h"
 #include "runtime/engine_impl.h"
 #include "runtime/output_constraint.h"
 #include "runtime/step_error.h"

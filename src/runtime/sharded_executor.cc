@@ -1,0 +1,199 @@
+// See sharded_executor.h.
+#include "runtime/sharded_executor.h"
+
+#include <deque>
+#include <utility>
+
+#include "core/log.h"
+#include "model/batch_builder.h"
+
+namespace dsinfer::runtime {
+
+namespace {
+
+// A step of DP attention: each DP group's part of the batch (its sequences, with their sampling
+// rows), and where each of the step's sampled rows comes back from.
+struct DpStep {
+  std::vector<model::ForwardBatch> batches;        // [groups]
+  std::vector<backend::SamplingBatch> sampling;    // [groups]
+  std::vector<std::pair<int, int32_t>> row_home;   // [logit rows]: (group, its row in that group)
+};
+
+// A sequence's DP group follows its first page: sequences that share a prefix-cache page share
+// their first page, so a cached page is read by the group that computed it; a preempted sequence
+// starts again on new pages, anywhere.
+DpStep split_by_group(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling, int groups,
+                      int64_t vocab) {
+  DSINFER_CHECK(batch.scored_rows.empty(), "prompt_logprobs is not supported with DP attention yet");
+  for (int32_t id : batch.token_ids)
+    DSINFER_CHECK(id >= 0, "a DP-attention step takes no placeholder tokens (its steps are not overlapped)");
+  const backend::AttentionBatch& attention = batch.attention;
+  const int sequences = attention.num_sequences();
+  std::vector<int> sequence_of(batch.token_ids.size());
+  for (int s = 0; s < sequences; ++s)
+    for (int32_t row = attention.query_start[s]; row < attention.query_start[s + 1]; ++row) sequence_of[row] = s;
+  auto group_of = [&](int s) { return attention.pages(s)[0] % groups; };
+
+  // Sequences in the caller's order (of their logit rows), then those without logit rows.
+  std::vector<int> order;
+  std::vector<std::vector<int32_t>> offsets(sequences);
+  std::vector<bool> placed(sequences, false);
+  for (int32_t row : batch.logit_rows) {
+    const int s = sequence_of[row];
+    DSINFER_CHECK(!placed[s] || order.back() == s, "the logit rows of a sequence must follow each other");
+    if (!placed[s]) order.push_back(s);
+    placed[s] = true;
+    offsets[s].push_back(row - attention.query_start[s]);
+  }
+  for (int s = 0; s < sequences; ++s)
+    if (!placed[s]) order.push_back(s);
+
+  DpStep step;
+  std::vector<model::BatchBuilder> builders(groups);
+  std::vector<std::vector<int32_t>> sampled(groups);  // each group's sampling rows, by the step's row
+  for (int s : order) {
+    const int32_t first = attention.query_start[s], count = attention.query_start[s + 1] - first;
+    std::span<const int32_t> pages = attention.pages(s);
+    builders[group_of(s)].add(std::span<const int32_t>(batch.token_ids).subspan(first, count),
+                              attention.positions[first], std::vector<int32_t>(pages.begin(), pages.end()),
+                              offsets[s]);
+  }
+  for (size_t row = 0; row < batch.logit_rows.size(); ++row) {
+    const int g = group_of(sequence_of[batch.logit_rows[row]]);
+    step.row_home.emplace_back(g, static_cast<int32_t>(sampled[g].size()));
+    sampled[g].push_back(static_cast<int32_t>(row));
+  }
+  for (int g = 0; g < groups; ++g) {
+    step.batches.push_back(builders[g].build(batch.mode));
+    step.sampling.push_back(sampling.select_rows(sampled[g], vocab));
+  }
+  return step;
+}
+
+// Every rank runs its own ModelExecutor over its shard and cache. Without DP attention every rank
+// runs the whole batch and rank 0's tokens are the step's; with it each DP group runs its part
+// (split_by_group; a group with none runs an empty step, joining the experts' collectives), and
+// each group's first rank's tokens go back to their rows.
+class ShardedExecutor final : public StepExecutor {
+ public:
+  ShardedExecutor(ShardedModel& model, int64_t pages) : model_(model), pages_(pages) {
+    ranks_.resize(model.size());
+    model.on_every_rank([&](int r) { ranks_[r] = make_model_executor(model.rank(r), pages, {}); });
+  }
+  ~ShardedExecutor() override {
+    try {
+      model_.on_every_rank([&](int r) { ranks_[r].reset(); });
+    } catch (const std::exception&) {
+      // A broken model: its caches go with this executor on this thread.
+    }
+  }
+
+  backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
+    launch(batch, sampling);
+    return collect();
+  }
+  bool overlaps() const override { return groups() == 1 && ranks_[0]->overlaps(); }
+  void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
+    ++in_flight_;
+    if (groups() == 1) {
+      model_.on_every_rank([&](int r) { ranks_[r]->launch(batch, sampling); });
+      return;
+    }
+    DpStep step = split_by_group(batch, sampling, groups(), vocab_size());
+    model_.on_every_rank([&](int r) {
+      const int g = model_.rank(r).place().dp_rank();
+      ranks_[r]->launch(step.batches[g], step.sampling[g]);
+    });
+    launched_.push_back({std::move(step.row_home), sampling.any_logprobs(), sampling.max_top_logprobs()});
+  }
+  backend::SampledTokens collect() override {
+    std::vector<backend::SampledTokens> tokens(ranks_.size());
+    model_.on_every_rank([&](int r) { tokens[r] = ranks_[r]->collect(); });
+    --in_flight_;
+    backend::SampledTokens out = tokens[0];
+    if (groups() > 1) {
+      Launched step = std::move(launched_.front());
+      launched_.pop_front();
+      out = assemble(step, tokens);
+    }
+    rebalance_when_due();
+    return out;
+  }
+  std::vector<PromptLogprob> take_scores() override {
+    for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r]->take_scores();
+    return ranks_[0]->take_scores();
+  }
+
+  int64_t vocab_size() const override { return ranks_[0]->vocab_size(); }
+  int64_t max_model_len() const override { return ranks_[0]->max_model_len(); }
+  int64_t num_pages() const override { return pages_; }
+  std::vector<int32_t> eos_token_ids() const override { return ranks_[0]->eos_token_ids(); }
+
+ private:
+  struct Launched {
+    std::vector<std::pair<int, int32_t>> row_home;
+    bool logprobs = false;
+    int top_n = 0;
+  };
+
+  int groups() const { return model_.config().attention_dp; }
+
+  // EPLB: every rebalance_steps collected steps, once no step is in flight, the experts are placed
+  // anew from the loads counted since the last rebalance.
+  void rebalance_when_due() {
+    const int64_t every = model_.balance().rebalance_steps;
+    if (every <= 0 || ++steps_since_rebalance_ < every || in_flight_ > 0) return;
+    Tensor load = model_.expert_load();
+    Tensor window = load.clone();
+    if (last_load_.defined())
+      for (int64_t i = 0; i < window.numel(); ++i) window.data<int64_t>()[i] -= last_load_.data<int64_t>()[i];
+    model_.rebalance(window);
+    last_load_ = load;
+    steps_since_rebalance_ = 0;
+  }
+
+  // The step's rows from each group's first rank, in the step's order.
+  backend::SampledTokens assemble(const Launched& step, const std::vector<backend::SampledTokens>& ranks) const {
+    const auto rows = static_cast<int64_t>(step.row_home.size());
+    const int tp = model_.config().attention_tp;
+    backend::SampledTokens out;
+    out.tokens = Tensor::empty(DType::kI32, {rows});
+    if (step.logprobs) {
+      out.logprobs = Tensor::empty(DType::kF32, {rows});
+      out.top_ids = Tensor::empty(DType::kI32, {rows, step.top_n});
+      out.top_logprobs = Tensor::empty(DType::kF32, {rows, step.top_n});
+    }
+    for (int64_t row = 0; row < rows; ++row) {
+      const auto [group, index] = step.row_home[row];
+      const backend::SampledTokens& from = ranks[static_cast<size_t>(group) * tp];
+      out.tokens.data<int32_t>()[row] = from.tokens.data<int32_t>()[index];
+      if (!step.logprobs || !from.logprobs.defined()) continue;
+      out.logprobs.data<float>()[row] = from.logprobs.data<float>()[index];
+      const int64_t n = from.top_ids.defined() ? from.top_ids.dim(1) : 0;
+      for (int64_t i = 0; i < n && i < step.top_n; ++i) {
+        out.top_ids.data<int32_t>()[row * step.top_n + i] = from.top_ids.data<int32_t>()[index * n + i];
+        out.top_logprobs.data<float>()[row * step.top_n + i] = from.top_logprobs.data<float>()[index * n + i];
+      }
+    }
+    return out;
+  }
+
+  ShardedModel& model_;
+  int64_t pages_;
+  std::vector<std::unique_ptr<StepExecutor>> ranks_;
+  int in_flight_ = 0;                  // launched and not collected
+  int64_t steps_since_rebalance_ = 0;
+  Tensor last_load_;                   // the loads at the last rebalance
+  std::deque<Launched> launched_;  // DP steps launched and not collected, oldest first
+};
+
+}  // namespace
+
+std::unique_ptr<StepExecutor> make_sharded_executor(ShardedModel& model, int64_t pages,
+                                                    const ExecutorOptions& options) {
+  if (options.cuda_graph_max_batch > 0 && model.rank(0).backend().device() != Device::kCpu)
+    log_info("sharded model: decode steps run eagerly (no CUDA graphs with NCCL yet)");
+  return std::make_unique<ShardedExecutor>(model, pages);
+}
+
+}  // namespace dsinfer::runtime
