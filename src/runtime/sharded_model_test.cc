@@ -43,16 +43,17 @@ backend::BackendOptions backend_options(const std::string& fixture) {
   return options;
 }
 
-std::unique_ptr<ShardedModel> load_sharded(const std::string& fixture, const ParallelConfig& config,
-                                           ExpertBalance balance = {}) {
+// The model in `dir` over the ranks of `config`: CPU threads, or GPUs 0..N-1 through NCCL.
+std::unique_ptr<ShardedModel> load_sharded(const std::string& dir, const ParallelConfig& config,
+                                           ExpertBalance balance = {}, backend::BackendOptions options = {}) {
   auto make_backend = [&](int rank) {
-    return backend::make_backend(on_cpu() ? "cpu" : "cuda:" + std::to_string(rank), backend_options(fixture));
+    return backend::make_backend(on_cpu() ? "cpu" : "cuda:" + std::to_string(rank), options);
   };
   auto make_groups = [&](const std::vector<backend::Backend*>& backends) {
     return on_cpu() ? parallel::make_local_rank_groups(config) : parallel::make_nccl_rank_groups(config, backends);
   };
-  return std::make_unique<ShardedModel>(fixture_dir(fixture), config, model::ModelOptions{}, make_backend,
-                                        make_groups, std::move(balance));
+  return std::make_unique<ShardedModel>(dir, config, model::ModelOptions{}, make_backend, make_groups,
+                                        std::move(balance));
 }
 
 // A few sequences stepped together: a prompt each, then decode steps that feed back the argmax.
@@ -141,7 +142,7 @@ TEST_P(ShardedModelTest, EveryStepGivesTheWholeModelsLogits) {
   ExpertBalance balance;
   if (layout.redundant_experts) balance.placements = skewed_placements(layout.config.world_size(), layout.redundant_experts);
   balance.count_load = true;
-  auto sharded = load_sharded(layout.fixture, layout.config, balance);
+  auto sharded = load_sharded(fixture_dir(layout.fixture), layout.config, balance, backend_options(layout.fixture));
   const int ranks = sharded->size(), groups = layout.config.attention_dp;
   std::vector<std::unique_ptr<model::LatentCache>> caches(ranks);
   sharded->on_every_rank([&](int r) { caches[r] = std::make_unique<model::LatentCache>(sharded->rank(r).make_cache(24)); });
@@ -206,8 +207,14 @@ INSTANTIATE_TEST_SUITE_P(
 // The engine serving a sharded model answers greedy requests with the whole model's tokens: on the
 // bundled model, trained, whose greedy choices have clear margins (a random fixture's near-ties may
 // flip under bf16 sums in another order on GPUs). Three requests at once, so that under DP attention
-// the groups run steps of different sizes, and empty ones.
-class ShardedEngineTest : public ::testing::TestWithParam<ParallelConfig> {};
+// the groups run steps of different sizes, and empty ones; with EPLB the experts move between steps
+// while the requests run.
+struct EngineLayout {
+  ParallelConfig config;
+  ExpertBalance balance;
+};
+
+class ShardedEngineTest : public ::testing::TestWithParam<EngineLayout> {};
 
 TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
   const std::string dir = source_path("models/dsv3-tiny");
@@ -238,13 +245,8 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
     Engine engine(*whole, tokenizer, config);
     expected = run_all(engine);
   }
-  const ParallelConfig layout = GetParam();
-  auto make_backend = [](int rank) { return backend::make_backend(on_cpu() ? "cpu" : "cuda:" + std::to_string(rank)); };
-  auto make_groups = [&](const std::vector<backend::Backend*>& backends) {
-    return on_cpu() ? parallel::make_local_rank_groups(layout) : parallel::make_nccl_rank_groups(layout, backends);
-  };
-  ShardedModel sharded(dir, layout, model::ModelOptions{}, make_backend, make_groups);
-  Engine engine(sharded, tokenizer, config);
+  auto sharded = load_sharded(dir, GetParam().config, GetParam().balance);
+  Engine engine(*sharded, tokenizer, config);
   std::vector<Completion> results = run_all(engine);
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_NE(results[i].finish_reason, FinishReason::kError) << results[i].error;
@@ -257,58 +259,26 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
   EXPECT_EQ(engine.stats().free_pages, engine.stats().total_pages);
 }
 
-// Online rebalancing in the engine: with spare expert slots and a rebalance every 7 steps, three
-// requests at once still give the whole model's greedy tokens, and every page comes back.
-TEST(ShardedEngine, RebalancingTheExpertsBetweenStepsKeepsTheWholeModelsTokens) {
-  const std::string dir = source_path("models/dsv3-tiny");
-  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
-  EngineConfig config = offline_engine_config(3, 64, 120);
-  config.cuda_graph_max_batch = 0;
-  RequestOptions options;
-  options.max_tokens = 120;
-  const std::vector<std::vector<int32_t>> prompts = {{0, 3, 2310, 26, 1551, 4}, {0, 3, 2086, 25, 418, 4}};
-  auto backend = backend::make_backend(on_cpu() ? "cpu" : "cuda:0");
-  auto whole = model::DeepseekModel::load(dir, *backend);
-  std::vector<std::vector<int32_t>> expected;
-  {
-    Engine engine(*whole, tokenizer, config);
-    for (const auto& prompt : prompts) expected.push_back(complete_request(engine, prompt, options).tokens);
-  }
-  const ParallelConfig layout{.attention_dp = 2, .expert_parallel = true};
-  auto make_backend = [](int rank) { return backend::make_backend(on_cpu() ? "cpu" : "cuda:" + std::to_string(rank)); };
-  auto make_groups = [&](const std::vector<backend::Backend*>& backends) {
-    return on_cpu() ? parallel::make_local_rank_groups(layout) : parallel::make_nccl_rank_groups(layout, backends);
-  };
-  ShardedModel sharded(dir, layout, model::ModelOptions{}, make_backend, make_groups,
-                       ExpertBalance{.redundant_experts = 2, .rebalance_steps = 7});
-  Engine engine(sharded, tokenizer, config);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    Completion result = complete_request(engine, prompts[i], options);
-    ASSERT_NE(result.finish_reason, FinishReason::kError) << result.error;
-    EXPECT_EQ(result.tokens, expected[i]) << "prompt " << i;
-  }
-  Tensor load = sharded.expert_load();
-  int64_t choices = 0;
-  for (int64_t i = 0; i < load.numel(); ++i) choices += load.data<int64_t>()[i];
-  EXPECT_GT(choices, 0);
-}
-
-std::string engine_layout_name(const ::testing::TestParamInfo<ParallelConfig>& info) {
-  const ParallelConfig& c = info.param;
+std::string engine_layout_name(const ::testing::TestParamInfo<EngineLayout>& info) {
+  const ParallelConfig& c = info.param.config;
   return "tp" + std::to_string(c.attention_tp) + "_dp" + std::to_string(c.attention_dp) +
-         (c.expert_parallel ? "_ep" : "");
+         (c.expert_parallel ? "_ep" : "") + (info.param.balance.rebalance_steps ? "_eplb" : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, ShardedEngineTest,
-                         ::testing::Values(ParallelConfig{.attention_tp = 2, .expert_parallel = true},
-                                           ParallelConfig{.attention_dp = 2, .expert_parallel = true},  // all-to-all
-                                           ParallelConfig{.attention_tp = 2, .attention_dp = 2, .expert_parallel = true}),
-                         engine_layout_name);
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ShardedEngineTest,
+    ::testing::Values(EngineLayout{{.attention_tp = 2, .expert_parallel = true}, {}},
+                      EngineLayout{{.attention_dp = 2, .expert_parallel = true}, {}},  // all-to-all
+                      EngineLayout{{.attention_tp = 2, .attention_dp = 2, .expert_parallel = true}, {}},
+                      // 2 spare slots, the experts placed anew every 7 steps
+                      EngineLayout{{.attention_dp = 2, .expert_parallel = true},
+                                   {.redundant_experts = 2, .rebalance_steps = 7}}),
+    engine_layout_name);
 
 // A rank that fails its step does not leave the others waiting in a collective: the step fails,
 // and the sharded model refuses further steps instead of hanging.
 TEST(ShardedEngine, ARankThatFailsStopsTheOthersInsteadOfHangingThem) {
-  auto sharded = load_sharded("v3-tiny", {.attention_tp = 2});
+  auto sharded = load_sharded(fixture_dir("v3-tiny"), {.attention_tp = 2});
   std::vector<std::unique_ptr<model::LatentCache>> caches(2);
   sharded->on_every_rank([&](int r) { caches[r] = std::make_unique<model::LatentCache>(sharded->rank(r).make_cache(8)); });
   Sequences sequences;
