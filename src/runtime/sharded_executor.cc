@@ -17,6 +17,7 @@ struct DpStep {
   std::vector<model::ForwardBatch> batches;        // [groups]
   std::vector<backend::SamplingBatch> sampling;    // [groups]
   std::vector<std::pair<int, int32_t>> row_home;   // [logit rows]: (group, its row in that group)
+  std::vector<std::pair<int, int32_t>> score_home; // [scored rows]: (group, its scored row there)
 };
 
 // A sequence's DP group follows its first page: sequences that share a prefix-cache page share
@@ -24,7 +25,6 @@ struct DpStep {
 // starts again on new pages, anywhere.
 DpStep split_by_group(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling, int groups,
                       int64_t vocab) {
-  DSINFER_CHECK(batch.scored_rows.empty(), "prompt_logprobs is not supported with DP attention yet");
   for (int32_t id : batch.token_ids)
     DSINFER_CHECK(id >= 0, "a DP-attention step takes no placeholder tokens (its steps are not overlapped)");
   const backend::AttentionBatch& attention = batch.attention;
@@ -48,15 +48,27 @@ DpStep split_by_group(const model::ForwardBatch& batch, const backend::SamplingB
   for (int s = 0; s < sequences; ++s)
     if (!placed[s]) order.push_back(s);
 
+  // Each sequence's scored rows (vLLM's prompt_logprobs), by their place in batch.scored_rows.
+  std::vector<std::vector<int32_t>> scored_of(sequences);
+  for (size_t i = 0; i < batch.scored_rows.size(); ++i)
+    scored_of[sequence_of[batch.scored_rows[i].row]].push_back(static_cast<int32_t>(i));
+
   DpStep step;
+  step.score_home.resize(batch.scored_rows.size());
+  std::vector<int32_t> scored_in(groups, 0);  // scored rows given to each group so far
   std::vector<model::BatchBuilder> builders(groups);
   std::vector<std::vector<int32_t>> sampled(groups);  // each group's sampling rows, by the step's row
   for (int s : order) {
     const int32_t first = attention.query_start[s], count = attention.query_start[s + 1] - first;
     std::span<const int32_t> pages = attention.pages(s);
-    builders[group_of(s)].add(std::span<const int32_t>(batch.token_ids).subspan(first, count),
-                              attention.positions[first], std::vector<int32_t>(pages.begin(), pages.end()),
-                              offsets[s]);
+    const int g = group_of(s);
+    builders[g].add(std::span<const int32_t>(batch.token_ids).subspan(first, count), attention.positions[first],
+                    std::vector<int32_t>(pages.begin(), pages.end()), offsets[s]);
+    for (int32_t i : scored_of[s]) {  // after its sequence: score() takes rows of the last one added
+      const model::ScoredRow& scored = batch.scored_rows[i];
+      builders[g].score(scored.row - first, std::span<const int32_t>(&scored.target, 1), scored.top_n);
+      step.score_home[i] = {g, scored_in[g]++};
+    }
   }
   for (size_t row = 0; row < batch.logit_rows.size(); ++row) {
     const int g = group_of(sequence_of[batch.logit_rows[row]]);
@@ -104,7 +116,8 @@ class ShardedExecutor final : public StepExecutor {
       const int g = model_.rank(r).place().dp_rank();
       ranks_[r]->launch(step.batches[g], step.sampling[g]);
     });
-    launched_.push_back({std::move(step.row_home), sampling.any_logprobs(), sampling.max_top_logprobs()});
+    launched_.push_back(
+        {std::move(step.row_home), std::move(step.score_home), sampling.any_logprobs(), sampling.max_top_logprobs()});
   }
   backend::SampledTokens collect() override {
     std::vector<backend::SampledTokens> tokens(ranks_.size());
@@ -115,13 +128,20 @@ class ShardedExecutor final : public StepExecutor {
       Launched step = std::move(launched_.front());
       launched_.pop_front();
       out = assemble(step, tokens);
+      collected_score_home_ = std::move(step.score_home);
     }
     rebalance_when_due();
     return out;
   }
   std::vector<PromptLogprob> take_scores() override {
-    for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r]->take_scores();
-    return ranks_[0]->take_scores();
+    std::vector<std::vector<PromptLogprob>> scores(ranks_.size());
+    for (size_t r = 0; r < ranks_.size(); ++r) scores[r] = ranks_[r]->take_scores();
+    if (groups() == 1) return scores[0];
+    // Each group's first rank scored its rows; they go back to the step's order.
+    std::vector<PromptLogprob> out;
+    for (const auto& [group, index] : std::exchange(collected_score_home_, {}))
+      out.push_back(scores[static_cast<size_t>(group) * model_.config().attention_tp].at(index));
+    return out;
   }
 
   int64_t vocab_size() const override { return ranks_[0]->vocab_size(); }
@@ -132,6 +152,7 @@ class ShardedExecutor final : public StepExecutor {
  private:
   struct Launched {
     std::vector<std::pair<int, int32_t>> row_home;
+    std::vector<std::pair<int, int32_t>> score_home;
     bool logprobs = false;
     int top_n = 0;
   };
@@ -185,6 +206,7 @@ class ShardedExecutor final : public StepExecutor {
   int64_t steps_since_rebalance_ = 0;
   Tensor last_load_;                   // the loads at the last rebalance
   std::deque<Launched> launched_;  // DP steps launched and not collected, oldest first
+  std::vector<std::pair<int, int32_t>> collected_score_home_;  // of the DP step collected last
 };
 
 }  // namespace

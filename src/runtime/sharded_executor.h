@@ -19,8 +19,7 @@
 namespace dsinfer::runtime {
 
 // The engine's executor over every rank, each with a cache of `pages` pages. Sharded steps run
-// eagerly for now (options.cuda_graph_max_batch is ignored: graphs with NCCL inside are a later step);
-// prompt_logprobs under DP attention fail their step.
+// eagerly for now (options.cuda_graph_max_batch is ignored: graphs with NCCL inside are a later step).
 // With ExpertBalance::rebalance_steps it places the experts anew every that many steps, between
 // steps (no step in flight), from the loads counted since the last time.
 std::unique_ptr<StepExecutor> make_sharded_executor(ShardedModel& model, int64_t pages,

@@ -24,6 +24,7 @@
 #include "runtime/completion.h"
 #include "runtime/engine.h"
 #include "runtime/step_error.h"
+#include "runtime/stream_collector.h"
 
 namespace dsinfer::runtime {
 namespace {
@@ -257,6 +258,53 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
   for (int i = 0; i < 10000 && engine.stats().free_pages != engine.stats().total_pages; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(engine.stats().free_pages, engine.stats().total_pages);
+}
+
+// vLLM's prompt_logprobs under DP attention: each group scores its own sequences' prompt rows and
+// the engine gets them back in its order; two requests at once, each the whole model's scores.
+TEST(ShardedEngine, PromptLogprobsUnderDpAttentionAreTheWholeModels) {
+  const std::string dir = source_path("models/dsv3-tiny");
+  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
+  EngineConfig config = offline_engine_config(2, 64, 4);
+  config.cuda_graph_max_batch = 0;
+  RequestOptions options;
+  options.max_tokens = 4;
+  options.prompt_logprobs = 3;
+  const std::vector<std::vector<int32_t>> prompts = {
+      {0, 3, 495, 236, 1570, 27, 236, 1986, 27, 236, 1647, 27, 236, 1932, 505, 389, 371, 385, 29, 4},
+      {0, 3, 2086, 25, 418, 4}};
+  auto scores_of = [&](Engine& engine) {
+    std::vector<std::unique_ptr<Collector>> collectors;
+    for (const auto& prompt : prompts) {
+      collectors.push_back(std::make_unique<Collector>());
+      engine.submit(prompt, options, collectors.back()->sink());
+    }
+    std::vector<std::vector<PromptLogprob>> scores;
+    for (auto& collector : collectors) {
+      collector->wait();
+      scores.push_back(collector->prompt_logprobs);
+    }
+    return scores;
+  };
+  auto backend = backend::make_backend(on_cpu() ? "cpu" : "cuda:0");
+  auto whole = model::DeepseekModel::load(dir, *backend);
+  std::vector<std::vector<PromptLogprob>> expected;
+  {
+    Engine engine(*whole, tokenizer, config);
+    expected = scores_of(engine);
+  }
+  auto sharded = load_sharded(dir, {.attention_dp = 2, .expert_parallel = true});
+  Engine engine(*sharded, tokenizer, config);
+  std::vector<std::vector<PromptLogprob>> scores = scores_of(engine);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(scores[i].size(), prompts[i].size() - 1) << "prompt " << i;
+    for (size_t row = 0; row < scores[i].size(); ++row) {
+      const PromptLogprob &got = scores[i][row], &want = expected[i][row];
+      EXPECT_EQ(got.token_id, want.token_id) << "prompt " << i << " row " << row;
+      EXPECT_NEAR(got.logprob, want.logprob, on_cpu() ? 1e-4 : 5e-2) << "prompt " << i << " row " << row;
+      EXPECT_EQ(got.top.size(), 3u);
+    }
+  }
 }
 
 std::string engine_layout_name(const ::testing::TestParamInfo<EngineLayout>& info) {
