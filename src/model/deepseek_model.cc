@@ -12,9 +12,8 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* check
                              const ModelOptions& options)
     : config_(std::move(config)),
       backend_(backend),
-      place_(options.plan ? options.plan->place : parallel::RankPlace{}),
       plan_(options.plan ? *options.plan : parallel::RankPlan{}) {
-  place_.config.check_fits(config_);
+  plan_.place.config.check_fits(config_);
   WeightLoader weights = checkpoint ? WeightLoader(*checkpoint, config_, backend_, options.plan)
                                     : WeightLoader(config_, io::stored_format(config_), backend_, options.plan);
   DSINFER_CHECK(!config_.attention_bias, weights.source(), ": attention_bias is not supported");
@@ -43,8 +42,8 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* check
   }
   backend_.synchronize();
   double seconds = weights.seconds();
-  log_info("loaded ", weights.source(), place_.config.sharded() ? str_cat(" (rank ", place_.rank, " of ",
-           place_.config.describe(), ")") : std::string(), ": ", static_cast<double>(weights.loaded_bytes()) / 1e9, " GB on ",
+  log_info("loaded ", weights.source(), plan_.sharded() ? str_cat(" (rank ", plan_.place.rank, " of ",
+           plan_.place.config.describe(), ")") : std::string(), ": ", static_cast<double>(weights.loaded_bytes()) / 1e9, " GB on ",
            backend_.name(), " in ", seconds, " s (", static_cast<double>(weights.loaded_bytes()) / 1e9 / seconds,
            " GB/s)");
 }

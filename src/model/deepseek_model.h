@@ -44,7 +44,7 @@ class DeepseekModel {
   const io::ModelConfig& config() const { return config_; }
   backend::Backend& backend() const { return backend_; }
   // Where this rank sits (the whole model on one rank unless ModelOptions::plan said otherwise).
-  const parallel::RankPlace& place() const { return place_; }
+  const parallel::RankPlace& place() const { return plan_.place; }
   int64_t max_positions() const { return rope_.cos.dim(0); }
   int num_mtp_modules() const { return static_cast<int>(mtp_.size()); }
   // Cache layers: one per decoder layer, then one per MTP module.
@@ -93,8 +93,7 @@ class DeepseekModel {
 
   io::ModelConfig config_;
   backend::Backend& backend_;
-  parallel::RankPlace place_;
-  parallel::RankPlan plan_;  // the plan the model was loaded with (place_ and its groups)
+  parallel::RankPlan plan_;  // the plan the model was loaded with (its place and groups)
   std::string source_dir_;   // the directory load() read, for place_experts; empty otherwise
   LoadFormat load_format_ = LoadFormat::kAuto;
   backend::RopeTable rope_;

@@ -24,21 +24,12 @@ backend::RouterParams router_params(const io::ModelConfig& config) {
 
 }  // namespace
 
-namespace {
-
-// This rank's intermediate columns of a dense MLP whose gate_proj is `gate`.
-parallel::Range dense_columns(const WeightLoader& weights, const std::string& gate) {
-  int64_t intermediate = weights.shard_shape(gate, {})[0];
-  return weights.plan().place.dense_columns(intermediate);
-}
-
-}  // namespace
-
 DenseMlp::DenseMlp(const WeightLoader& weights, const std::string& prefix)
     : backend_(weights.backend()), world_(weights.plan().world) {
   const std::string gate = prefix + "gate_proj.weight";
-  const parallel::Range columns = dense_columns(weights, gate);
-  split_ = columns.size() < weights.shard_shape(gate, {})[0];
+  const int64_t intermediate = weights.shard_shape(gate, {})[0];
+  const parallel::Range columns = weights.plan().place.dense_columns(intermediate);  // this rank's
+  split_ = columns.size() < intermediate;
   gate_up_ = weights.concatenated_rows(gate, prefix + "up_proj.weight", WeightShard{columns, {}});
   down_ = weights.linear(prefix + "down_proj.weight", WeightShard{{}, columns});
 }

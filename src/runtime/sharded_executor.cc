@@ -106,9 +106,9 @@ class ShardedExecutor final : public StepExecutor {
   }
   bool overlaps() const override { return groups() == 1 && ranks_[0]->overlaps(); }
   void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
-    ++in_flight_;
     if (groups() == 1) {
       model_.on_every_rank([&](int r) { ranks_[r]->launch(batch, sampling); });
+      ++in_flight_;  // only once launched: a failed launch is never collected
       return;
     }
     DpStep step = split_by_group(batch, sampling, groups(), vocab_size());
@@ -118,6 +118,7 @@ class ShardedExecutor final : public StepExecutor {
     });
     launched_.push_back(
         {std::move(step.row_home), std::move(step.score_home), sampling.any_logprobs(), sampling.max_top_logprobs()});
+    ++in_flight_;
   }
   backend::SampledTokens collect() override {
     std::vector<backend::SampledTokens> tokens(ranks_.size());
