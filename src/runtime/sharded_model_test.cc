@@ -205,11 +205,30 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"v2-lite-tiny", {.attention_dp = 2, .expert_parallel = true}}),
     layout_name);
 
-// The engine serving a sharded model answers greedy requests with the whole model's tokens: on the
-// bundled model, trained, whose greedy choices have clear margins (a random fixture's near-ties may
-// flip under bf16 sums in another order on GPUs). Three requests at once, so that under DP attention
+// The engine serving a sharded model answers greedy requests with the whole model's tokens, on the
+// bundled model. Three requests at once, so that under DP attention
 // the groups run steps of different sizes, and empty ones; with EPLB the experts move between steps
 // while the requests run.
+// The bundled model, trained: its greedy choices have clear margins (a random fixture's near-ties
+// may flip under bf16 sums in another order on GPUs).
+std::string bundled_model() { return source_path("models/dsv3-tiny"); }
+
+// The chat template's renderings of "123+456", "Sort 228, 881, 622, 489 from smallest to largest."
+// and "987*65" for the bundled model.
+const std::vector<std::vector<int32_t>> kChatPrompts = {
+    {0, 3, 2310, 26, 1551, 4},
+    {0, 3, 495, 236, 1570, 27, 236, 1986, 27, 236, 1647, 27, 236, 1932, 505, 389, 371, 385, 29, 4},
+    {0, 3, 2086, 25, 418, 4}};
+
+// What `run` gives on an engine over the whole bundled model on one rank (the reference).
+template <typename Run>
+auto on_the_whole_model(const tokenizer::Tokenizer& tokenizer, const EngineConfig& config, Run run) {
+  auto backend = backend::make_backend(on_cpu() ? "cpu" : "cuda:0");
+  auto whole = model::DeepseekModel::load(bundled_model(), *backend);
+  Engine engine(*whole, tokenizer, config);
+  return run(engine);
+}
+
 struct EngineLayout {
   ParallelConfig config;
   ExpertBalance balance;
@@ -218,18 +237,12 @@ struct EngineLayout {
 class ShardedEngineTest : public ::testing::TestWithParam<EngineLayout> {};
 
 TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
-  const std::string dir = source_path("models/dsv3-tiny");
-  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
+  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(bundled_model());
   EngineConfig config = offline_engine_config(3, 64, 160);
   config.cuda_graph_max_batch = 0;
   RequestOptions options;
   options.max_tokens = 160;
-  // The chat template's renderings of "123+456", "Sort 228, 881, 622, 489 from smallest to largest."
-  // and "987*65".
-  const std::vector<std::vector<int32_t>> prompts = {
-      {0, 3, 2310, 26, 1551, 4},
-      {0, 3, 495, 236, 1570, 27, 236, 1986, 27, 236, 1647, 27, 236, 1932, 505, 389, 371, 385, 29, 4},
-      {0, 3, 2086, 25, 418, 4}};
+  const std::vector<std::vector<int32_t>>& prompts = kChatPrompts;
   auto run_all = [&](Engine& engine) {
     std::vector<std::future<Completion>> running;
     for (const auto& prompt : prompts)
@@ -239,14 +252,8 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
     return done;
   };
 
-  auto backend = backend::make_backend(on_cpu() ? "cpu" : "cuda:0");
-  auto whole = model::DeepseekModel::load(dir, *backend);
-  std::vector<Completion> expected;
-  {
-    Engine engine(*whole, tokenizer, config);
-    expected = run_all(engine);
-  }
-  auto sharded = load_sharded(dir, GetParam().config, GetParam().balance);
+  const std::vector<Completion> expected = on_the_whole_model(tokenizer, config, run_all);
+  auto sharded = load_sharded(bundled_model(), GetParam().config, GetParam().balance);
   Engine engine(*sharded, tokenizer, config);
   std::vector<Completion> results = run_all(engine);
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -263,16 +270,13 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
 // vLLM's prompt_logprobs under DP attention: each group scores its own sequences' prompt rows and
 // the engine gets them back in its order; two requests at once, each the whole model's scores.
 TEST(ShardedEngine, PromptLogprobsUnderDpAttentionAreTheWholeModels) {
-  const std::string dir = source_path("models/dsv3-tiny");
-  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
+  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(bundled_model());
   EngineConfig config = offline_engine_config(2, 64, 4);
   config.cuda_graph_max_batch = 0;
   RequestOptions options;
   options.max_tokens = 4;
   options.prompt_logprobs = 3;
-  const std::vector<std::vector<int32_t>> prompts = {
-      {0, 3, 495, 236, 1570, 27, 236, 1986, 27, 236, 1647, 27, 236, 1932, 505, 389, 371, 385, 29, 4},
-      {0, 3, 2086, 25, 418, 4}};
+  const std::vector<std::vector<int32_t>> prompts = {kChatPrompts[1], kChatPrompts[2]};
   auto scores_of = [&](Engine& engine) {
     std::vector<std::unique_ptr<Collector>> collectors;
     for (const auto& prompt : prompts) {
@@ -286,14 +290,8 @@ TEST(ShardedEngine, PromptLogprobsUnderDpAttentionAreTheWholeModels) {
     }
     return scores;
   };
-  auto backend = backend::make_backend(on_cpu() ? "cpu" : "cuda:0");
-  auto whole = model::DeepseekModel::load(dir, *backend);
-  std::vector<std::vector<PromptLogprob>> expected;
-  {
-    Engine engine(*whole, tokenizer, config);
-    expected = scores_of(engine);
-  }
-  auto sharded = load_sharded(dir, {.attention_dp = 2, .expert_parallel = true});
+  const std::vector<std::vector<PromptLogprob>> expected = on_the_whole_model(tokenizer, config, scores_of);
+  auto sharded = load_sharded(bundled_model(), {.attention_dp = 2, .expert_parallel = true});
   Engine engine(*sharded, tokenizer, config);
   std::vector<std::vector<PromptLogprob>> scores = scores_of(engine);
   for (size_t i = 0; i < prompts.size(); ++i) {
