@@ -23,7 +23,7 @@ HEADLINES = {
                    "speedup_vs_hf_b32", "tokens_per_s_overlapped_b1", "speedup_vs_hf_overlapped_b1",
                    "prefill_tokens_per_s"],
     "generate_gpu": ["prefill_tokens_per_s", "decode_tokens_per_s"],
-    "serve": ["output_throughput", "qpm", "median_ttft_ms", "median_tpot_ms", "p90_tpot_ms", "max_qpm",
+    "serve": ["output_throughput", "output_throughput_per_gpu", "qpm", "median_ttft_ms", "median_tpot_ms", "p90_tpot_ms", "max_qpm",
               "max_qpm_p90_tpot_ms"],
     "http_connections": ["concurrent_streams_held", "server_kib_per_stream"],
     "kernels": ["timing_floor_us",
@@ -44,12 +44,15 @@ HEADLINES = {
                 "prefill_attention_4096_on_4096_prefix_tflops", "prefill_attention_8x2048_vs_flashinfer",
                 "prefill_attention_1x16384_vs_flashinfer", "prefill_attention_4096_on_4096_prefix_vs_flashinfer",
                 "fp8_gemm_m4096_n4096_k7168_kernel_us", "grouped_masked_m20_n7168_k2048_weight_tb_s"],
+    "dispatch": ["t128_uniform_dispatch_us", "t128_uniform_combine_us", "t4096_uniform_dispatch_gb_s",
+                 "t4096_uniform_combine_gb_s", "peer_t128_uniform_dispatch_us", "peer_t128_uniform_combine_us",
+                 "peer_t4096_uniform_dispatch_gb_s", "peer_t4096_uniform_combine_gb_s"],
     "soak": ["requests_done", "errors", "rss_start_mib", "rss_end_mib", "leaked_pages", "open_connections_end"],
 }
 CONFIG_KEYS = {
     "model_step": ["config", "num_layers", "weights", "context", "prefill"],
-    "serve": ["model", "input_len", "output_len", "num_prompts", "max_concurrency", "request_rate", "slo_tpot_ms",
-              "overlap_schedule"],
+    "serve": ["model", "parallel", "input_len", "output_len", "num_prompts", "max_concurrency", "request_rate",
+              "slo_tpot_ms", "overlap_schedule"],
 }
 
 

@@ -1,5 +1,7 @@
-// dispatch_bench: expert dispatch and combine (parallel::ExpertDispatch) over NCCL on every GPU of the
-// machine, one rank a GPU, against DeepEP's published figures (issue 11):
+// dispatch_bench: expert dispatch and combine on every GPU of the machine, one rank a GPU, by both of
+// our paths (parallel::ExpertDispatch over NCCL's all-to-all; parallel::PeerExchange, our kernels
+// writing into peer buffers over NVLink, the "peer_" cases), against DeepEP's published figures
+// (issue 11):
 //
 //   NCCL_NVLS_ENABLE=0 build/bench/dispatch_bench [--runs N] [--out FILE]
 //                                                  (default bench/results/dispatch_<gpu>.json)
@@ -20,10 +22,13 @@
 //             all_to_all_rows back and the sum of each token's rows.
 // The ranks line up again between the two. The median of --runs runs (at least 10) after kWarmups.
 //
-// Note that the dispatch here is NCCL's all-to-all with a host round trip for the counts (the routing
-// copied to the host, the counts gathered through the host); the 128-token case times exactly that,
-// not a DeepEP-style low-latency kernel with fixed-size buffers: DeepEP's 77 us is a target, not a
-// like-for-like comparison.
+// The all-to-all path is NCCL's all-to-all with a host round trip for the counts (the routing copied
+// to the host, the counts gathered through the host). The peer path (DeepEP's low-latency kind, with
+// windows sized for the case's tokens) has no round trip: its dispatch is the send kernel and the
+// wait for every sender, its combine the send back, the wait and the sum. After the timed runs each
+// rank checks on the host that the combine of the received rows gave every token its row times the
+// number of ranks it went to. DeepEP's figures are EP8 on H800 (its low-latency ones over RDMA):
+// targets, not like-for-like comparisons on 2 GPUs.
 //
 // Bytes and bandwidth, per rank r (rows[i][j]: rows rank i sends to rank j in dispatch, one a token
 // with a choice on j; a rank's rows to itself never leave the GPU and are not counted):
@@ -43,6 +48,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,6 +68,7 @@
 #include "core/json.h"
 #include "parallel/expert_dispatch.h"
 #include "parallel/nccl_rank_groups.h"
+#include "parallel/peer_device_cuda.h"
 
 namespace dsinfer::bench {
 namespace {
@@ -74,9 +81,11 @@ constexpr int kWarmups = 3;  // the first runs connect NCCL's peers and fill the
 struct Case {
   int64_t tokens;  // per rank
   bool skewed;
-  std::string name() const { return str_cat("t", tokens, skewed ? "_skewed" : "_uniform"); }
+  bool peer;  // parallel::PeerExchange (peer buffers for `tokens` a rank) instead of ExpertDispatch
+  std::string name() const { return str_cat(peer ? "peer_" : "", "t", tokens, skewed ? "_skewed" : "_uniform"); }
 };
-constexpr Case kCases[] = {{128, false}, {128, true}, {4096, false}, {4096, true}};
+constexpr Case kCases[] = {{128, false, false}, {128, true, false}, {4096, false, false}, {4096, true, false},
+                           {128, false, true},  {128, true, true},  {4096, false, true},  {4096, true, true}};
 
 // --- Routing (host, [tokens, kTopK] int32 expert ids, row-major) ---
 
@@ -187,12 +196,34 @@ void line_up(parallel::Communicator& world) {
 
 struct RankTimes {
   double dispatch_us = 0, combine_us = 0;  // medians
-  int64_t rows_received = 0;               // every rank's rows for this one, its own included
+  int64_t rows_received = -1;              // every rank's rows for this one, its own included (-1: the
+                                           // peer path, whose received rows are its fixed windows)
 };
 
-// Times dispatch and combine of this rank's tokens (ids: its routing) over `world`.
-RankTimes time_rank(backend::Backend& backend, parallel::Communicator& world, const std::vector<int32_t>& ids,
-                    int64_t tokens, int runs, uint64_t seed) {
+// The combine of the received rows themselves gives each token its row times the number of ranks
+// it went to: checked on the host, so that a fast path that moves the wrong rows cannot pass.
+void check_combined(const std::string& name, backend::Backend& backend, const Tensor& x, const Tensor& combined,
+                    const std::vector<int32_t>& ids, int64_t experts_per_rank) {
+  Tensor have = backend.to_host(combined), sent = backend.to_host(x);
+  const int64_t tokens = x.dim(0);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<bool> to(static_cast<size_t>(kExperts / experts_per_rank), false);
+    for (int64_t j = 0; j < kTopK; ++j) to[ids[t * kTopK + j] / experts_per_rank] = true;
+    const auto copies = static_cast<float>(std::count(to.begin(), to.end(), true));
+    for (int64_t h = 0; h < kHidden; h += 97) {
+      const float want = copies * bf16_to_f32(sent.data<uint16_t>()[t * kHidden + h]);
+      const float got = bf16_to_f32(have.data<uint16_t>()[t * kHidden + h]);
+      DSINFER_CHECK(std::fabs(got - want) <= 1e-2f * std::fabs(want) + 1e-6f, name, ": token ", t, " column ", h,
+                    " combined to ", got, ", expected ", want);
+    }
+  }
+}
+
+// Times dispatch and combine of this rank's tokens (ids: its routing) over `world`, or through
+// `peer`'s windows when given.
+RankTimes time_rank(const std::string& name, backend::Backend& backend, parallel::Communicator& world,
+                    parallel::PeerExchange* peer, const std::vector<int32_t>& ids, int64_t tokens, int runs,
+                    uint64_t seed) {
   const cudaStream_t stream = backend::cuda::stream_of(backend);
   Tensor x = backend.empty(DType::kBF16, {tokens, kHidden});  // [T, 7168] bf16
   backend.fill_uniform(x, seed, -1.0f, 1.0f);
@@ -205,18 +236,29 @@ RankTimes time_rank(backend::Backend& backend, parallel::Communicator& world, co
 
   RunEvents dispatch_events(stream, runs), combine_events(stream, runs);
   RankTimes times;
+  if (peer) peer->set_step_tokens(tokens);
+  Tensor combined;
   for (int run = -kWarmups; run < runs; ++run) {
     const bool timed = run >= 0;
     line_up(world);
     if (timed) dispatch_events.start(run);
-    parallel::ExpertDispatch dispatch(backend, world, x, routing, experts_per_rank);
-    if (timed) dispatch_events.stop(run);
-    line_up(world);
-    if (timed) combine_events.start(run);
-    Tensor combined = dispatch.combine(dispatch.tokens());  // [T, 7168]
+    if (peer) {
+      parallel::PeerExchange::Received received = peer->dispatch(backend, x, routing, experts_per_rank);
+      if (timed) dispatch_events.stop(run);
+      line_up(world);
+      if (timed) combine_events.start(run);
+      combined = peer->combine(backend, received.tokens);  // [T, 7168]
+    } else {
+      parallel::ExpertDispatch dispatch(backend, world, x, routing, experts_per_rank);
+      if (timed) dispatch_events.stop(run);
+      line_up(world);
+      if (timed) combine_events.start(run);
+      combined = dispatch.combine(dispatch.tokens());  // [T, 7168]
+      times.rows_received = dispatch.tokens().dim(0);
+    }
     if (timed) combine_events.stop(run);
-    times.rows_received = dispatch.tokens().dim(0);
   }
+  check_combined(name, backend, x, combined, ids, experts_per_rank);
   times.dispatch_us = dispatch_events.median_us();
   times.combine_us = combine_events.median_us();
   return times;
@@ -225,9 +267,10 @@ RankTimes time_rank(backend::Backend& backend, parallel::Communicator& world, co
 // --- Ranks as threads ---
 
 // Runs body(rank) on one thread per rank with GPU `rank` current. A rank that throws aborts `world`
-// (when given), so that ranks waiting for it inside a collective fail too instead of hanging; the
+// and the peer windows (when given), so that ranks waiting for it fail too instead of hanging; the
 // first rank's error is rethrown once every thread has ended.
-void on_every_rank(int ranks, const std::vector<parallel::RankGroups>* groups, const std::function<void(int)>& body) {
+void on_every_rank(int ranks, const std::vector<parallel::RankGroups>* groups, const std::function<void(int)>& body,
+                   parallel::PeerExchange* peer = nullptr) {
   std::vector<std::string> errors(static_cast<size_t>(ranks));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < ranks; ++rank)
@@ -238,6 +281,7 @@ void on_every_rank(int ranks, const std::vector<parallel::RankGroups>* groups, c
       } catch (const std::exception& e) {
         errors[rank] = e.what();
         if (groups) (*groups)[rank].world->abort();
+        if (peer) peer->abort();
       }
     });
   for (auto& thread : threads) thread.join();
@@ -276,7 +320,7 @@ void report_case(const Case& c, const std::vector<std::vector<int64_t>>& rows, c
         rows_in += rows[j][r];
       }
     // The bench's count and ExpertDispatch's must agree on what rank r received.
-    DSINFER_CHECK(times[r].rows_received == rows_in + rows[r][r], c.name(), ": rank ", r, " received ",
+    DSINFER_CHECK(times[r].rows_received < 0 || times[r].rows_received == rows_in + rows[r][r], c.name(), ": rank ", r, " received ",
                   times[r].rows_received, " rows where the routing sends it ", rows_in + rows[r][r]);
     const int64_t d_bytes = dispatch_bytes(rows_out), c_bytes = combine_bytes(rows_in);
     const double d_gb_s = gb_per_s(d_bytes, times[r].dispatch_us), c_gb_s = gb_per_s(c_bytes, times[r].combine_us);
@@ -312,20 +356,22 @@ void report_case(const Case& c, const std::vector<std::vector<int64_t>>& rows, c
   figures[key + "_per_rank"] = per_rank;
 }
 
-// DeepEP's published H800 figures (README, V1; now docs/legacy.md), named like our figures of the
-// same setting when this run has 8 ranks (EP8, theirs), else with an "ep8_" prefix.
+// DeepEP's published H800 figures (README, V1; now docs/legacy.md) under the names of our figures
+// of the same token count, for both of our paths; the name says what differs when this run is not EP8.
 Json deepep_anchor(int ranks) {
-  const std::string prefix = ranks == 8 ? "" : "ep8_";
   Json anchor;
-  anchor["name"] = "DeepEP on H800 at EP8 (its README's V1 tables, now docs/legacy.md): quoted, not measured here";
+  anchor["name"] = str_cat("DeepEP, H800, EP8, quoted", ranks == 8 ? "" : str_cat("; ours EP", ranks));
   anchor["note"] =
       "normal kernels intranode over NVLink, 4096 tokens, 7168 hidden, top-8, FP8 dispatch and BF16 combine, "
       "bottleneck bandwidth per GPU; low-latency kernels 128 tokens, FP8 dispatch and BF16 combine, pure RDMA "
-      "between nodes. Ours: bf16 both ways, NCCL all-to-all with a host round trip for the counts, one host";
-  anchor[prefix + "t4096_uniform_dispatch_gb_s"] = 153.0;
-  anchor[prefix + "t4096_uniform_combine_gb_s"] = 158.0;
-  anchor[prefix + "t128_uniform_dispatch_us"] = 77.0;
-  anchor[prefix + "t128_uniform_combine_us"] = 114.0;
+      "between nodes. Ours: bf16 both ways on one host's NVLink; NCCL all-to-all with a host round trip for the "
+      "counts, or (peer_) our kernels writing into peer buffers";
+  for (const char* path : {"", "peer_"}) {
+    anchor[str_cat(path, "t4096_uniform_dispatch_gb_s")] = 153.0;
+    anchor[str_cat(path, "t4096_uniform_combine_gb_s")] = 158.0;
+    anchor[str_cat(path, "t128_uniform_dispatch_us")] = 77.0;
+    anchor[str_cat(path, "t128_uniform_combine_us")] = 114.0;
+  }
   return anchor;
 }
 
@@ -374,9 +420,13 @@ int run(int argc, char** argv) {
       rows.push_back(rows_to_each_rank(ids[r], experts_per_rank, ranks));
     }
     std::vector<RankTimes> times(static_cast<size_t>(ranks));
+    // The peer path's windows, sized for the case (and released after it).
+    auto peers = c.peer ? parallel::make_peer_exchanges(ranks, c.tokens, parallel::make_cuda_peer_device())
+                        : std::vector<std::unique_ptr<parallel::PeerExchange>>{};
     on_every_rank(ranks, &groups, [&](int rank) {
-      times[rank] = time_rank(*backends[rank], *groups[rank].world, ids[rank], c.tokens, runs, 7 + rank);
-    });
+      times[rank] = time_rank(c.name(), *backends[rank], *groups[rank].world, c.peer ? peers[rank].get() : nullptr,
+                              ids[rank], c.tokens, runs, 7 + rank);
+    }, c.peer ? peers[0].get() : nullptr);
     report_case(c, rows, times, figures);
   }
 
@@ -391,7 +441,8 @@ int run(int argc, char** argv) {
   config["dtype"] = "bf16";
   config["runs"] = runs;
   config["warmups"] = kWarmups;
-  config["dispatch"] = "parallel::ExpertDispatch: NCCL all-to-all, counts through the host";
+  config["dispatch"] = "parallel::ExpertDispatch: NCCL all-to-all, counts through the host; peer_ cases: "
+                       "parallel::PeerExchange, peer buffers written over NVLink by our kernels, no host round trip";
   config["timing"] = "CUDA events on each rank's stream, ranks lined up before each, median; whole = slowest rank";
   config["bytes"] = "rows to other ranks x (7168 x 2 + 8 x 8) for dispatch, x 7168 x 2 for combine";
   result["config"] = config;

@@ -23,6 +23,10 @@ void add_parallel_flags(Flags& flags) {
   flags.add_int("num-redundant-experts", "EPLB: spare expert slots in all, for replicas of hot experts", 0);
   flags.add_alias("ep-num-redundant-experts", "num-redundant-experts");  // SGLang
   flags.add_int("eplb-rebalance-num-iterations", "EPLB: steps between rebalances", 1000);
+  flags.add_int("num-max-dispatch-tokens-per-rank", "DP attention + expert parallelism: steps of at most this many "
+                "tokens a rank send tokens to their experts through peer buffers with no host round trip "
+                "(DeepEP's low-latency mode); larger steps use the all-to-all; 0: always the all-to-all", 128);
+  flags.set_range("num-max-dispatch-tokens-per-rank", 0, 1 << 20);
   for (const char* size : {"tensor-parallel-size", "data-parallel-size", "expert-parallel-size"})
     flags.set_range(size, 1, 4096);
   flags.set_range("num-redundant-experts", 0, 65536);
@@ -61,6 +65,7 @@ parallel::ParallelConfig parallel_config(const Flags& flags) {
   DSINFER_CHECK(ep == 1 || ep == world, "--expert-parallel-size ", ep, " must be 1 or the number of ranks (", world,
                 "): the routed experts are split over every rank");
   config.expert_parallel = flags.get_bool("enable-expert-parallel") || (ep == world && world > 1);
+  config.low_latency_tokens = flags.get_int("num-max-dispatch-tokens-per-rank");
   return config;
 }
 

@@ -1,6 +1,7 @@
 #include "model/ffn.h"
 
 #include "parallel/expert_dispatch.h"
+#include "parallel/peer_exchange.h"
 
 namespace dsinfer::model {
 namespace {
@@ -122,6 +123,10 @@ backend::Routing Moe::route(const Tensor& tokens) const {
 }
 
 Tensor Moe::dispatched(const Tensor& x) const {
+  if (plan_.peer && plan_.peer->fits_step()) {  // a decode-sized step: through the peer buffers
+    parallel::PeerExchange::Received received = plan_.peer->dispatch(backend_, x, route(x), slots_per_rank_);
+    return plan_.peer->combine(backend_, backend_.moe_experts(received.tokens, received.routing, experts_));
+  }
   parallel::ExpertDispatch dispatch(backend_, *plan_.world, x, route(x), slots_per_rank_);
   return dispatch.combine(backend_.moe_experts(dispatch.tokens(), dispatch.routing(), experts_));
 }

@@ -1,16 +1,19 @@
-// Dispatch and combine against the whole expert stack on one rank: ranks as threads on the CPU,
-// skewed routing (every token to the first rank's experts, one rank receiving nothing, one sending
-// nothing), and EPLB-style slot ids.
+// Dispatch and combine against the whole expert stack on one rank, through the all-to-all
+// (ExpertDispatch) and through the low-latency peer buffers (PeerExchange): ranks as threads on the
+// CPU, skewed routing (every token to the first rank's experts, one rank receiving nothing, one
+// sending nothing), and EPLB-style slot ids.
 #include "parallel/expert_dispatch.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <thread>
 
 #include "backend/backend.h"
 #include "parallel/local_communicator.h"
+#include "parallel/peer_exchange.h"
 
 namespace dsinfer::parallel {
 namespace {
@@ -56,26 +59,51 @@ void expect_close(const Tensor& a, const Tensor& b, const std::string& what) {
     ASSERT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-5f) << what << ", element " << i;
 }
 
+// How the tokens travel: NCCL-style all-to-all (ExpertDispatch), or the low-latency peer buffers
+// (PeerExchange, sized for `capacity` tokens a rank).
+struct Path {
+  bool peer = false;
+  int64_t capacity = 0;
+};
+
 // Each rank dispatches its tokens, runs its two experts on what came and combines; its result must
-// equal moe_experts over all of the layer's experts on its own tokens.
+// equal moe_experts over all of the layer's experts on its own tokens. `layers` exchanges in a row
+// (the peer buffers and their signals are reused), each with its own tokens, routing and experts.
 void check_against_the_whole_stack(const std::vector<int64_t>& tokens,
-                                   const std::function<int32_t(int, int64_t, int64_t)>& pick) {
+                                   const std::function<int32_t(int, int64_t, int64_t)>& pick, Path path = {},
+                                   int layers = 1) {
   const int ranks = static_cast<int>(tokens.size());
   const int64_t per_rank = 2;
   auto group = make_local_group(ranks);
+  auto peers = path.peer ? make_peer_exchanges(ranks, path.capacity, make_cpu_peer_device())
+                         : std::vector<std::unique_ptr<PeerExchange>>{};
   std::vector<std::string> failures(ranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       try {
         auto backend = backend::make_cpu_backend();
-        Tensor x = random_tensor({tokens[r], kHidden}, static_cast<uint32_t>(r));
-        backend::Routing route = routing(tokens[r], [&](int64_t t, int64_t j) { return pick(r, t, j); }, 50 + r);
-        ExpertDispatch dispatch(*backend, *group[r], x, route, per_rank);
-        Tensor out = dispatch.combine(backend->moe_experts(dispatch.tokens(), dispatch.routing(),
-                                                           experts(r * per_rank, per_rank)));
-        Tensor whole = backend->moe_experts(x, route, experts(0, per_rank * ranks));
-        expect_close(out, whole, "rank " + std::to_string(r));
+        for (int layer = 0; layer < layers; ++layer) {
+          const int64_t T = (tokens[r] + layer) % (path.peer ? path.capacity + 1 : tokens[r] + layer + 1);
+          const auto seed = static_cast<uint32_t>(r + 10 * layer);
+          Tensor x = random_tensor({T, kHidden}, seed);
+          backend::Routing route = routing(T, [&](int64_t t, int64_t j) { return pick(r, t + layer, j); }, 50 + seed);
+          const int64_t first = r * per_rank + 100 * layer;  // each layer's experts differ
+          backend::ExpertStack mine = experts(first, per_rank);
+          mine.first_expert = r * per_rank;
+          Tensor out;
+          if (path.peer) {
+            PeerExchange::Received received = peers[r]->dispatch(*backend, x, route, per_rank);
+            out = peers[r]->combine(*backend, backend->moe_experts(received.tokens, received.routing, mine));
+          } else {
+            ExpertDispatch dispatch(*backend, *group[r], x, route, per_rank);
+            out = dispatch.combine(backend->moe_experts(dispatch.tokens(), dispatch.routing(), mine));
+          }
+          backend::ExpertStack all = experts(100 * layer, per_rank * ranks);
+          all.first_expert = 0;
+          Tensor whole = backend->moe_experts(x, route, all);
+          expect_close(out, whole, "rank " + std::to_string(r) + ", layer " + std::to_string(layer));
+        }
       } catch (const std::exception& error) {
         failures[r] = error.what();
       }
@@ -85,19 +113,59 @@ void check_against_the_whole_stack(const std::vector<int64_t>& tokens,
   for (int r = 0; r < ranks; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
+int32_t spread(int r, int64_t t, int64_t j) { return static_cast<int32_t>((r * 7 + t * 5 + j * 2) % 6); }
+
+// Every token picks experts 0 and 1 (rank 0) and 4 or 5 (rank 2): rank 1 receives no row.
+int32_t skewed(int, int64_t t, int64_t j) { return j < 2 ? static_cast<int32_t>(j) : static_cast<int32_t>(4 + t % 2); }
+
 TEST(ExpertDispatch, CombinedResultsEqualTheWholeStackOnEachRanksTokens) {
-  // Ids spread over all 6 experts of 3 ranks.
-  check_against_the_whole_stack({5, 3, 4}, [](int r, int64_t t, int64_t j) {
-    return static_cast<int32_t>((r * 7 + t * 5 + j * 2) % 6);
-  });
+  check_against_the_whole_stack({5, 3, 4}, spread);  // ids spread over all 6 experts of 3 ranks
 }
 
 TEST(ExpertDispatch, SkewedRoutingLeavesARankWithNothingToComputeOrNothingToSend) {
-  // Every token picks experts 0 and 1 (rank 0) and 4 or 5 (rank 2): rank 1 receives no row; rank 2
-  // has no token of its own.
-  check_against_the_whole_stack({6, 2, 0}, [](int, int64_t t, int64_t j) {
-    return j < 2 ? static_cast<int32_t>(j) : static_cast<int32_t>(4 + t % 2);
+  check_against_the_whole_stack({6, 2, 0}, skewed);  // rank 2 has no token of its own
+}
+
+// The low-latency path gives the same sums, layer after layer through the same buffers, with a
+// rank at the buffers' capacity, ranks with fewer tokens, and ranks with none.
+TEST(PeerExchange, CombinedResultsEqualTheWholeStackLayerAfterLayer) {
+  check_against_the_whole_stack({5, 3, 6}, spread, {.peer = true, .capacity = 6}, 5);
+}
+
+TEST(PeerExchange, SkewedRoutingAndEmptyRanksLayerAfterLayer) {
+  check_against_the_whole_stack({6, 2, 0}, skewed, {.peer = true, .capacity = 6}, 4);
+}
+
+TEST(PeerExchange, AStepLargerThanTheBuffersIsRefusedAndTheExecutorsCountDecides) {
+  auto peers = make_peer_exchanges(1, 4, make_cpu_peer_device());
+  EXPECT_FALSE(peers[0]->fits_step());  // no step announced: the all-to-all
+  peers[0]->set_step_tokens(4);
+  EXPECT_TRUE(peers[0]->fits_step());
+  peers[0]->set_step_tokens(5);
+  EXPECT_FALSE(peers[0]->fits_step());
+  auto backend = backend::make_cpu_backend();
+  Tensor x = random_tensor({5, kHidden}, 1);
+  EXPECT_THROW(peers[0]->dispatch(*backend, x, routing(5, [](int64_t, int64_t j) { return int32_t(j); }, 2), 3), Error);
+}
+
+// A rank that fails before its dispatch leaves the others waiting for its rows: aborting the group
+// wakes them with an error instead.
+TEST(PeerExchange, AbortWakesARankWaitingForASenderThatNeverComes) {
+  auto peers = make_peer_exchanges(2, 4, make_cpu_peer_device());
+  std::string error;
+  std::thread waiting([&] {
+    try {
+      auto backend = backend::make_cpu_backend();
+      Tensor x = random_tensor({2, kHidden}, 1);
+      peers[0]->dispatch(*backend, x, routing(2, [](int64_t, int64_t j) { return int32_t(j); }, 2), 2);
+    } catch (const Error& e) {
+      error = e.what();
+    }
   });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  peers[1]->abort();
+  waiting.join();
+  EXPECT_NE(error.find("aborted"), std::string::npos) << error;
 }
 
 TEST(ExpertDispatch, AnIdNoRankHoldsIsRefused) {

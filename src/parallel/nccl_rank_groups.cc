@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "parallel/nccl_communicator.h"
+#include "parallel/peer_device_cuda.h"
 #endif
 
 namespace dsinfer::parallel {
@@ -53,6 +54,7 @@ std::vector<RankGroups> make_nccl_rank_groups(const ParallelConfig& config, std:
   assign({everyone}, devices, backends, ranks, &RankGroups::world);
   assign(attention_groups(config), devices, backends, ranks, &RankGroups::attention);
   assign(across_dp_groups(config), devices, backends, ranks, &RankGroups::across_dp);
+  add_peer_exchanges(config, ranks, make_cuda_peer_device);
   return ranks;
 }
 

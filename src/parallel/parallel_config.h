@@ -15,6 +15,8 @@
 //                  one rank a DP group, each token goes to the ranks of its experts and back
 //                  (all-to-all dispatch and combine); otherwise the tokens of every DP group are
 //                  gathered first and each rank's rows taken back after the all-reduce.
+//                  Steps of at most low_latency_tokens tokens a rank dispatch through peer buffers
+//                  instead (peer_exchange.h), the same rows moved with no host round trip.
 //   embedding, final norm, LM head, router: whole on every rank.
 //
 // Splits along an intermediate dimension cut FP8 weights at 128-column blocks where they fall on
@@ -36,6 +38,10 @@ struct ParallelConfig {
   // all-to-all dispatch and combine (expert_dispatch.h); false, or other layouts: every DP group's
   // tokens are gathered on every rank and the experts' sums all-reduced.
   bool all_to_all = true;
+  // DeepEP's low-latency mode (peer_exchange.h): when dispatching, a step of at most this many
+  // tokens on every rank goes through peer buffers sized for it, with no host round trip; larger
+  // steps take the all-to-all. 0: never. Ranks of one process only (one host's GPUs, or CPU threads).
+  int64_t low_latency_tokens = 0;
 
   int world_size() const { return attention_tp * attention_dp; }
   int ep_size() const { return expert_parallel ? world_size() : 1; }

@@ -36,7 +36,15 @@ std::vector<RankGroups> make_local_rank_groups(const ParallelConfig& config) {
   assign({everyone}, ranks, &RankGroups::world);
   assign(attention_groups(config), ranks, &RankGroups::attention);
   assign(across_dp_groups(config), ranks, &RankGroups::across_dp);
+  add_peer_exchanges(config, ranks, make_cpu_peer_device);
   return ranks;
+}
+
+void add_peer_exchanges(const ParallelConfig& config, std::vector<RankGroups>& ranks,
+                        const std::function<std::shared_ptr<PeerDevice>()>& device) {
+  if (!config.dispatches_experts() || config.low_latency_tokens <= 0) return;
+  auto exchanges = make_peer_exchanges(config.world_size(), config.low_latency_tokens, device());
+  for (size_t r = 0; r < ranks.size(); ++r) ranks[r].peer = std::move(exchanges[r]);
 }
 
 }  // namespace dsinfer::parallel

@@ -2,12 +2,14 @@
 // sharded model is built from (model::WeightLoader carries it to every module).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "parallel/communicator.h"
 #include "parallel/expert_placement.h"
 #include "parallel/parallel_config.h"
+#include "parallel/peer_exchange.h"
 
 namespace dsinfer::parallel {
 
@@ -17,6 +19,9 @@ struct RankGroups {
   std::unique_ptr<Communicator> attention;  // its DP group's attention_tp ranks: o_proj's sums
   std::unique_ptr<Communicator> across_dp;  // the ranks at its attention position in every DP group:
                                             // gathering the DP groups' tokens before the experts
+  // The low-latency expert exchange over `world` (config.low_latency_tokens > 0 and the layout
+  // dispatches experts); null otherwise.
+  std::unique_ptr<PeerExchange> peer;
 };
 
 // What a module reads: the rank's place and its groups (borrowed from RankGroups).
@@ -25,6 +30,7 @@ struct RankPlan {
   Communicator* world = nullptr;
   Communicator* attention = nullptr;
   Communicator* across_dp = nullptr;
+  PeerExchange* peer = nullptr;
   // EPLB: the placement of each layer's routed experts, by checkpoint layer index (expert
   // parallelism only). Null, or a layer past its end: the contiguous placement, no replicas.
   const std::vector<ExpertPlacement>* placements = nullptr;
@@ -37,12 +43,17 @@ struct RankPlan {
     return placements && layer < static_cast<int64_t>(placements->size()) ? &(*placements)[layer] : nullptr;
   }
   static RankPlan of(const RankPlace& place, const RankGroups& groups) {
-    return {place, groups.world.get(), groups.attention.get(), groups.across_dp.get(), nullptr, false};
+    return {place, groups.world.get(), groups.attention.get(), groups.across_dp.get(), groups.peer.get(), nullptr,
+            false};
   }
 };
 
 // Every rank's groups for ranks as threads of one process over CPU tensors (index r: rank r).
 std::vector<RankGroups> make_local_rank_groups(const ParallelConfig& config);
+
+// Gives every rank its low-latency exchange when `config` asks for one (over `device`'s windows).
+void add_peer_exchanges(const ParallelConfig& config, std::vector<RankGroups>& ranks,
+                        const std::function<std::shared_ptr<PeerDevice>()>& device);
 
 // Which ranks form each group of a kind, as lists of world ranks (shared by every communicator
 // maker): the attention groups, and the groups across DP.

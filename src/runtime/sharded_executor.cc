@@ -1,6 +1,7 @@
 // See sharded_executor.h.
 #include "runtime/sharded_executor.h"
 
+#include <algorithm>
 #include <deque>
 #include <utility>
 
@@ -112,6 +113,9 @@ class ShardedExecutor final : public StepExecutor {
       return;
     }
     DpStep step = split_by_group(batch, sampling, groups(), vocab_size());
+    size_t most = 0;  // the largest group's tokens: whether the experts' dispatch fits the peer buffers
+    for (const model::ForwardBatch& part : step.batches) most = std::max(most, part.token_ids.size());
+    model_.set_step_tokens(static_cast<int64_t>(most));
     model_.on_every_rank([&](int r) {
       const int g = model_.rank(r).place().dp_rank();
       ranks_[r]->launch(step.batches[g], step.sampling[g]);

@@ -131,6 +131,18 @@ ShardedModel::~ShardedModel() {
   threads_.clear();
 }
 
+void ShardedModel::set_step_tokens(int64_t tokens) {
+  for (parallel::RankGroups& groups : groups_)
+    if (groups.peer) groups.peer->set_step_tokens(tokens);
+}
+
+int64_t ShardedModel::low_latency_dispatches() const {
+  int64_t dispatches = 0;
+  for (const parallel::RankGroups& groups : groups_)
+    if (groups.peer) dispatches += groups.peer->dispatches();
+  return dispatches;
+}
+
 const model::DeepseekModel& ShardedModel::rank(int r) const {
   DSINFER_CHECK(r >= 0 && r < size() && models_[r], "rank ", r, " of ", size(), " has no model");
   return *models_[r];
@@ -156,6 +168,8 @@ void ShardedModel::on_every_rank(const std::function<void(int)>& task) const {
         for (const parallel::RankGroups& groups : groups_)
           for (parallel::Communicator* group : {groups.world.get(), groups.attention.get(), groups.across_dp.get()})
             if (group) group->abort();
+        for (const parallel::RankGroups& groups : groups_)
+          if (groups.peer) groups.peer->abort();
         broken_ = !groups_.empty();
         lock.lock();
       }

@@ -61,6 +61,12 @@ class ShardedModel {
   // to each), with the configured spare slots, and reloaded on every rank. Between steps.
   void rebalance(const Tensor& load);
   const ExpertBalance& balance() const { return balance_; }
+  // The most tokens any rank runs in the coming step, before it is launched (the low-latency
+  // expert dispatch takes steps that fit its buffers; parallel/peer_exchange.h). Negative: unknown,
+  // and every dispatch takes the all-to-all.
+  void set_step_tokens(int64_t tokens);
+  // The MoE layers' dispatches through the peer buffers so far, over every rank.
+  int64_t low_latency_dispatches() const;
 
  private:
   class RankThread;

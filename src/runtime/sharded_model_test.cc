@@ -124,7 +124,7 @@ std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
   std::string name = std::string(info.param.fixture) + "_tp" + std::to_string(c.attention_tp) + "_dp" +
                      std::to_string(c.attention_dp) + (c.expert_parallel ? "_ep" : "") +
                      (info.param.redundant_experts ? "_redundant" + std::to_string(info.param.redundant_experts) : "") +
-                     (c.dispatches_experts() ? "_alltoall" : "");
+                     (c.dispatches_experts() ? (c.low_latency_tokens ? "_lowlatency" : "_alltoall") : "");
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
 }
@@ -149,8 +149,14 @@ TEST_P(ShardedModelTest, EveryStepGivesTheWholeModelsLogits) {
   sharded->on_every_rank([&](int r) { caches[r] = std::make_unique<model::LatentCache>(sharded->rank(r).make_cache(24)); });
 
   Sequences sequences;
+  int64_t low_latency_steps = 0;
   for (int step = 0; step <= decodes; ++step) {
     std::vector<Tensor> logits(ranks);  // [its group's sequences, vocab]
+    std::vector<int64_t> group_tokens(groups, 0);  // as the executor does: the largest group's tokens
+    for (int i = 0; i < 3; ++i) group_tokens[i % groups] += std::ssize(sequences.tokens[i]) - sequences.computed[i];
+    const int64_t most = *std::max_element(group_tokens.begin(), group_tokens.end());
+    sharded->set_step_tokens(most);
+    low_latency_steps += most <= layout.config.low_latency_tokens;
     sharded->on_every_rank([&](int r) {
       std::vector<int> mine;
       for (int i = 0; i < 3; ++i)
@@ -177,6 +183,12 @@ TEST_P(ShardedModelTest, EveryStepGivesTheWholeModelsLogits) {
     // reloaded): the steps after it must match as well.
     if (layout.redundant_experts && step == 1) sharded->rebalance(sharded->expert_load());
   }
+  // The steps that fit went through the peer buffers (every decode step; the prompt step under 4
+  // groups), at both MoE layers on every rank.
+  if (layout.config.dispatches_experts() && layout.config.low_latency_tokens) {
+    EXPECT_GE(low_latency_steps, decodes);
+    EXPECT_EQ(sharded->low_latency_dispatches(), 2 * low_latency_steps * ranks);
+  }
   // The DP groups' expert loads add up to the whole model's, choice for choice (under EPLB too: the
   // counts are of logical experts, before the map to slots).
   Tensor load = sharded->expert_load();
@@ -199,6 +211,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"v3-tiny", {.attention_dp = 4, .expert_parallel = true}},
                       Layout{"v3-tiny", {.attention_dp = 4, .expert_parallel = true}, 4},  // all-to-all + EPLB
                       Layout{"v3-tiny", {.attention_dp = 2, .expert_parallel = true, .all_to_all = false}},  // gather
+                      // Low-latency dispatch for steps of up to 32 tokens a rank: the prompt steps
+                      // (38 tokens in a group of 2) take the all-to-all, the decode steps the peer
+                      // buffers; with 4 groups one rank's steps are empty.
+                      Layout{"v3-tiny", {.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 32}},
+                      Layout{"v3-tiny-fp8", {.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 32}},
+                      Layout{"v3-tiny", {.attention_dp = 4, .expert_parallel = true, .low_latency_tokens = 32}, 4},
+                      Layout{"v2-lite-tiny", {.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 32}},
                       Layout{"v3-tiny", {.attention_dp = 2}},
                       Layout{"v2-lite-tiny", {.attention_tp = 3}},
                       Layout{"v2-lite-tiny", {.attention_tp = 3, .expert_parallel = true}},
@@ -261,6 +280,7 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
     EXPECT_GT(results[i].tokens.size(), 10u);
     EXPECT_EQ(results[i].tokens, expected[i].tokens) << "prompt " << i;
   }
+  if (GetParam().config.low_latency_tokens) EXPECT_GT(sharded->low_latency_dispatches(), 0);
   // Every page back in the pool, once the engine thread has finished the requests' bookkeeping.
   for (int i = 0; i < 10000 && engine.stats().free_pages != engine.stats().total_pages; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -308,13 +328,16 @@ TEST(ShardedEngine, PromptLogprobsUnderDpAttentionAreTheWholeModels) {
 std::string engine_layout_name(const ::testing::TestParamInfo<EngineLayout>& info) {
   const ParallelConfig& c = info.param.config;
   return "tp" + std::to_string(c.attention_tp) + "_dp" + std::to_string(c.attention_dp) +
-         (c.expert_parallel ? "_ep" : "") + (info.param.balance.rebalance_steps ? "_eplb" : "");
+         (c.expert_parallel ? "_ep" : "") + (c.low_latency_tokens ? "_lowlatency" : "") +
+         (info.param.balance.rebalance_steps ? "_eplb" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, ShardedEngineTest,
     ::testing::Values(EngineLayout{{.attention_tp = 2, .expert_parallel = true}, {}},
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true}, {}},  // all-to-all
+                      // the low-latency dispatch for every step of up to 128 tokens a rank
+                      EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 128}, {}},
                       EngineLayout{{.attention_tp = 2, .attention_dp = 2, .expert_parallel = true}, {}},
                       // 2 spare slots, the experts placed anew every 7 steps
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true},
