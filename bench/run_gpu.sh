@@ -70,6 +70,8 @@ for name in ("serve_gpu", "serve_gpu_no-overlap"):
     result = json.load(open(serve))
     result["anchor"] = {"name": "batch-1 decode of the same model on the same GPU (generate_bench)",
                         "output_throughput": batch1}
+    # The load generator names its own machine; the server's GPU is the one measured.
+    result["device"] = json.load(open(f"{results}/generate_gpu_dsv3-tiny_{gpu}.json"))["device"]
     if name == "serve_gpu_no-overlap":
         result["config"]["overlap_schedule"] = False
     json.dump(result, open(serve, "w"), indent=2)

@@ -40,11 +40,13 @@ serve_run() {  # serve_run NAME [PARALLEL FLAGS...]
   kill "$server"
   wait "$server" 2>/dev/null || true
   server=
-  python3 - "$out" "$gpus" "$*" <<'PY'
+  # The load generator names its own machine as the device; the server's GPUs are the ones measured.
+  python3 - "$out" "$gpus" "$*" "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY'
 import json, sys
-path, gpus, flags = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+path, gpus, flags, name = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 result = json.load(open(path))
 ranks = gpus if flags else 1
+result["device"] = f"{ranks} x cuda: {name}" if ranks > 1 else f"cuda: {name}"
 result["config"]["parallel"] = flags or "one GPU"
 result["config"]["gpus"] = ranks
 result["figures"]["output_throughput_per_gpu"] = result["figures"]["output_throughput"] / ranks
