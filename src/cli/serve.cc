@@ -23,6 +23,7 @@
 #include "model/kv_cache.h"
 #include "runtime/engine.h"
 #include "runtime/memory_plan.h"
+#include "runtime/sharded_executor.h"
 #include "server/openai_server.h"
 
 namespace dsinfer::cli {
@@ -198,7 +199,8 @@ int run_serve(int argc, char** argv) {
     inputs.max_num_batched_tokens = config.max_num_batched_tokens;
     inputs.max_num_seqs = config.max_num_seqs;
     inputs.max_model_len = config.max_model_len;
-    inputs.cuda_graph_max_batch = served->sharded() ? 0 : std::min(config.cuda_graph_max_batch, config.max_num_seqs);
+    const auto graphs = static_cast<int>(std::min(config.cuda_graph_max_batch, config.max_num_seqs));
+    inputs.cuda_graph_max_batch = served->sharded() ? runtime::sharded_graph_batch(*served->shards(), graphs) : graphs;
     std::vector<runtime::MemoryPlan> plans(served->sharded() ? served->shards()->size() : 1);
     if (served->sharded()) {
       served->shards()->on_every_rank([&](int r) { plans[r] = runtime::plan_memory(served->shards()->rank(r), inputs); });

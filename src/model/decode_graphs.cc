@@ -55,7 +55,7 @@ std::vector<int> DecodeGraphs::buckets() const {
 
 int DecodeGraphs::bucket_for(const ForwardBatch& batch) const {
   const int sequences = batch.attention.num_sequences();
-  if (graphs_.empty() || sequences == 0 || batch.num_tokens() != sequences || batch.mixed() ||
+  if (graphs_.empty() || batch.eager || sequences == 0 || batch.num_tokens() != sequences || batch.mixed() ||
       batch.absorbed_sequences != sequences || graphs_.back()->rows < sequences)
     return 0;
   for (const auto& graph : graphs_)
@@ -81,6 +81,7 @@ std::optional<Tensor> DecodeGraphs::logits(const ForwardBatch& batch, const Tens
     graph.graph = model_.backend().capture([&] { graph.hidden = model_.hidden_states(padded_, cache_); });
     DSINFER_CHECK(graph.graph->replay(), "decode graph for batch ", rows, ": a fresh capture does not replay");
   }
+  ++replays_;
   return model_.logits(graph.hidden, padded_);
 }
 

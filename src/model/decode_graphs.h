@@ -45,6 +45,7 @@ class DecodeGraphs {
   // bucket takes the step: then run it eagerly. `previous` as DeepseekModel::prepare takes it (the
   // placeholders are resolved in the uploaded ids, before the replay reads them).
   std::optional<Tensor> logits(const ForwardBatch& batch, const Tensor* previous = nullptr);
+  int64_t replays() const { return replays_; }  // steps run by a graph so far
 
  private:
   struct Graph;
@@ -56,6 +57,7 @@ class DecodeGraphs {
   DecodeGraphOptions options_;
   ForwardBatch padded_;  // the step being replayed (begin_step reads its arrays until the next step)
   std::vector<std::unique_ptr<Graph>> graphs_;  // ascending bucket size
+  int64_t replays_ = 0;
 };
 
 }  // namespace dsinfer::model

@@ -30,6 +30,9 @@ struct ForwardBatch {
   std::vector<int32_t> logit_rows;     // rows of [0, T) whose logits are wanted, in the caller's order
   std::vector<ScoredRow> scored_rows;  // rows to score, in the caller's order (not part of begin_step)
   AttentionMode mode = AttentionMode::kAuto;
+  // Op by op even where a decode graph could replay the step: the ranks of a sharded step must all
+  // take the path a graph holds, or none (runtime/sharded_executor.h).
+  bool eager = false;
 
   // The form of each sequence, as BatchBuilder lays the batch out: sequences [0, absorbed_sequences)
   // (token rows [0, absorbed_tokens)) attend absorbed, the rest expanded. When both kinds are present

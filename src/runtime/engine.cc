@@ -316,6 +316,7 @@ void Engine::Impl::publish_stats() {
   stats.prefix_hits = prefix_cache ? prefix_cache->hit_tokens() : 0;
   stats.preemptions = preemptions;
   stats.steps = steps;
+  stats.graph_steps = executor->graph_steps();
   std::lock_guard<std::mutex> lock(stats_mutex);
   published = stats;
 }

@@ -74,6 +74,7 @@ struct EngineStats {
   int64_t prefix_hits = 0;      // of which found
   int64_t preemptions = 0;
   int64_t steps = 0;
+  int64_t graph_steps = 0;      // of which a decode graph replayed (StepExecutor::graph_steps)
 };
 
 class Engine {

@@ -60,6 +60,7 @@ class ModelExecutor final : public StepExecutor {
   }
 
   std::vector<PromptLogprob> take_scores() override { return std::exchange(collected_scores_, {}); }
+  int64_t graph_steps() const override { return graphs_ ? graphs_->replays() : 0; }
 
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   int64_t max_model_len() const override { return model_.max_positions(); }

@@ -47,6 +47,8 @@ class StepExecutor {
   // returned last, one per row in their order (prompt_scores.h). An executor that cannot score
   // (the tests' stand-in models) returns none, and the engine fails the step that asked.
   virtual std::vector<PromptLogprob> take_scores() { return {}; }
+  // Steps that replayed a decode graph so far (on a sharded model: on the rank that replayed most).
+  virtual int64_t graph_steps() const { return 0; }
 
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_model_len() const = 0;

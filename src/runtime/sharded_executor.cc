@@ -83,15 +83,32 @@ DpStep split_by_group(const model::ForwardBatch& batch, const backend::SamplingB
   return step;
 }
 
+// Why a layout's decode steps cannot replay graphs (null: they can).
+const char* why_eager(const ShardedModel& model) {
+  const parallel::ParallelConfig& config = model.config();
+  if (model.balance().rebalance_steps > 0) return "EPLB's rebalancing moves the weights the graphs would read";
+  if (config.attention_dp > 1 && !(config.dispatches_experts() && config.low_latency_tokens > 0))
+    return "DP attention gathers tokens, or dispatches them by the all-to-all, with counts through the host";
+  return nullptr;
+}
+
 // Every rank runs its own ModelExecutor over its shard and cache. Without DP attention every rank
 // runs the whole batch and rank 0's tokens are the step's; with it each DP group runs its part
 // (split_by_group; a group with none runs an empty step, joining the experts' collectives), and
 // each group's first rank's tokens go back to their rows.
 class ShardedExecutor final : public StepExecutor {
  public:
-  ShardedExecutor(ShardedModel& model, int64_t pages) : model_(model), pages_(pages) {
+  ShardedExecutor(ShardedModel& model, int64_t pages, const ExecutorOptions& options)
+      : model_(model), pages_(pages) {
     ranks_.resize(model.size());
-    model.on_every_rank([&](int r) { ranks_[r] = make_model_executor(model.rank(r), pages, {}); });
+    const ExecutorOptions rank_options{sharded_graph_batch(model, options.cuda_graph_max_batch)};
+    if (options.cuda_graph_max_batch > 0 && rank_options.cuda_graph_max_batch == 0)
+      log_info("sharded model: decode steps run eagerly (", why_eager(model), ")");
+    // Under DP attention the graphs are captured through the peer buffers (and every rank captures
+    // the same buckets in the same order, so the warm-up runs' exchanges pair up).
+    if (groups() > 1 && rank_options.cuda_graph_max_batch > 0) model.set_step_tokens(model.config().low_latency_tokens);
+    model.on_every_rank([&](int r) { ranks_[r] = make_model_executor(model.rank(r), pages, rank_options); });
+    model.set_step_tokens(-1);
   }
   ~ShardedExecutor() override {
     try {
@@ -116,6 +133,9 @@ class ShardedExecutor final : public StepExecutor {
     size_t most = 0;  // the largest group's tokens: whether the experts' dispatch fits the peer buffers
     for (const model::ForwardBatch& part : step.batches) most = std::max(most, part.token_ids.size());
     model_.set_step_tokens(static_cast<int64_t>(most));
+    // A graph holds the peer path: when the all-to-all runs, no rank may replay one.
+    if (static_cast<int64_t>(most) > model_.config().low_latency_tokens)
+      for (model::ForwardBatch& part : step.batches) part.eager = true;
     model_.on_every_rank([&](int r) {
       const int g = model_.rank(r).place().dp_rank();
       ranks_[r]->launch(step.batches[g], step.sampling[g]);
@@ -147,6 +167,12 @@ class ShardedExecutor final : public StepExecutor {
     for (const auto& [group, index] : std::exchange(collected_score_home_, {}))
       out.push_back(scores[static_cast<size_t>(group) * model_.config().attention_tp].at(index));
     return out;
+  }
+
+  int64_t graph_steps() const override {
+    int64_t most = 0;
+    for (const auto& rank : ranks_) most = std::max(most, rank->graph_steps());
+    return most;
   }
 
   int64_t vocab_size() const override { return ranks_[0]->vocab_size(); }
@@ -216,11 +242,15 @@ class ShardedExecutor final : public StepExecutor {
 
 }  // namespace
 
+int sharded_graph_batch(const ShardedModel& model, int requested) {
+  const parallel::ParallelConfig& config = model.config();
+  if (requested <= 0 || why_eager(model)) return 0;
+  return config.attention_dp > 1 ? static_cast<int>(std::min<int64_t>(requested, config.low_latency_tokens)) : requested;
+}
+
 std::unique_ptr<StepExecutor> make_sharded_executor(ShardedModel& model, int64_t pages,
                                                     const ExecutorOptions& options) {
-  if (options.cuda_graph_max_batch > 0 && model.rank(0).backend().device() != Device::kCpu)
-    log_info("sharded model: decode steps run eagerly (no CUDA graphs with NCCL yet)");
-  return std::make_unique<ShardedExecutor>(model, pages);
+  return std::make_unique<ShardedExecutor>(model, pages, options);
 }
 
 }  // namespace dsinfer::runtime

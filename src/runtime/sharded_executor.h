@@ -9,6 +9,11 @@
 // read where it was computed), and a group without any runs an empty step that still joins the
 // experts' collectives; such steps are not overlapped. Every rank's cache holds the whole pool, so DP
 // attention saves attention work and all-reduces here, not cache memory (a pool per group is next).
+//
+// Decode steps replay CUDA graphs on every rank (sharded_graph_batch says when): NCCL's all-reduce
+// and the peer buffers' kernels are captured with the layers. Under DP attention each rank replays
+// the bucket of its own group's batch, so every graph holds the peer path; a step with a group over
+// the peer buffers' tokens runs eagerly on every rank (ForwardBatch::eager), through the all-to-all.
 #pragma once
 
 #include <memory>
@@ -18,9 +23,15 @@
 
 namespace dsinfer::runtime {
 
-// The engine's executor over every rank, each with a cache of `pages` pages. Sharded steps run
-// eagerly for now (options.cuda_graph_max_batch is ignored: graphs with NCCL inside are a later step).
-// With ExpertBalance::rebalance_steps it places the experts anew every that many steps, between
+// The largest decode graph on each rank of `model` for a requested one (0: every step eager): the
+// request for tensor- and expert-parallel layouts; under DP attention, up to the peer buffers'
+// tokens a rank when the experts' dispatch has them, else 0 (gathering tokens, and the all-to-all,
+// need the host for their counts); 0 with EPLB's online rebalancing (which moves the weights that a
+// graph reads).
+int sharded_graph_batch(const ShardedModel& model, int requested);
+
+// The engine's executor over every rank, each with a cache of `pages` pages (plus the graphs'
+// scratch page, as make_model_executor's). With ExpertBalance::rebalance_steps it places the experts anew every that many steps, between
 // steps (no step in flight), from the loads counted since the last time.
 std::unique_ptr<StepExecutor> make_sharded_executor(ShardedModel& model, int64_t pages,
                                                     const ExecutorOptions& options = {});

@@ -251,6 +251,7 @@ auto on_the_whole_model(const tokenizer::Tokenizer& tokenizer, const EngineConfi
 struct EngineLayout {
   ParallelConfig config;
   ExpertBalance balance;
+  int graphs = 0;  // decode graphs up to this batch (on GPUs; the CPU has none and runs eagerly)
 };
 
 class ShardedEngineTest : public ::testing::TestWithParam<EngineLayout> {};
@@ -258,7 +259,7 @@ class ShardedEngineTest : public ::testing::TestWithParam<EngineLayout> {};
 TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(bundled_model());
   EngineConfig config = offline_engine_config(3, 64, 160);
-  config.cuda_graph_max_batch = 0;
+  config.cuda_graph_max_batch = 0;  // the whole model's run: eager
   RequestOptions options;
   options.max_tokens = 160;
   const std::vector<std::vector<int32_t>>& prompts = kChatPrompts;
@@ -273,6 +274,7 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
 
   const std::vector<Completion> expected = on_the_whole_model(tokenizer, config, run_all);
   auto sharded = load_sharded(bundled_model(), GetParam().config, GetParam().balance);
+  config.cuda_graph_max_batch = GetParam().graphs;
   Engine engine(*sharded, tokenizer, config);
   std::vector<Completion> results = run_all(engine);
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -285,6 +287,8 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
   for (int i = 0; i < 10000 && engine.stats().free_pages != engine.stats().total_pages; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(engine.stats().free_pages, engine.stats().total_pages);
+  // On GPUs the decode steps replayed graphs (the CPU has none).
+  if (GetParam().graphs && !on_cpu()) EXPECT_GT(engine.stats().graph_steps, 50);
 }
 
 // vLLM's prompt_logprobs under DP attention: each group scores its own sequences' prompt rows and
@@ -329,7 +333,7 @@ std::string engine_layout_name(const ::testing::TestParamInfo<EngineLayout>& inf
   const ParallelConfig& c = info.param.config;
   return "tp" + std::to_string(c.attention_tp) + "_dp" + std::to_string(c.attention_dp) +
          (c.expert_parallel ? "_ep" : "") + (c.low_latency_tokens ? "_lowlatency" : "") +
-         (info.param.balance.rebalance_steps ? "_eplb" : "");
+         (info.param.balance.rebalance_steps ? "_eplb" : "") + (info.param.graphs ? "_graphs" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -338,6 +342,9 @@ INSTANTIATE_TEST_SUITE_P(
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true}, {}},  // all-to-all
                       // the low-latency dispatch for every step of up to 128 tokens a rank
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 128}, {}},
+                      // decode graphs on every rank: NCCL's all-reduce, and the peer buffers, in them
+                      EngineLayout{{.attention_tp = 2, .expert_parallel = true}, {}, 8},
+                      EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 128}, {}, 8},
                       EngineLayout{{.attention_tp = 2, .attention_dp = 2, .expert_parallel = true}, {}},
                       // 2 spare slots, the experts placed anew every 7 steps
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true},
