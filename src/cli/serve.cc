@@ -213,10 +213,13 @@ int run_serve(int argc, char** argv) {
   }
   std::unique_ptr<runtime::Engine> engine_holder = served->engine(tokenizer, config);
   runtime::Engine& engine = *engine_holder;
-  // A pool smaller than one context would cut answers short with finish_reason "length".
-  const int64_t pool_tokens = engine.stats().total_pages * model::kPageSize;
-  DSINFER_CHECK(pool_tokens >= engine.max_model_len(), "the KV cache holds ", engine.stats().total_pages,
-                " pages of ", model::kPageSize, " tokens (", pool_tokens, " tokens), less than one sequence of the "
+  // A pool smaller than one context would cut answers short with finish_reason "length" (under DP
+  // attention a sequence lives in one group's pages).
+  const int64_t group_pages = engine.stats().total_pages / engine.stats().page_groups;
+  const int64_t pool_tokens = group_pages * model::kPageSize;
+  DSINFER_CHECK(pool_tokens >= engine.max_model_len(), "the KV cache holds ", group_pages, " pages of ",
+                model::kPageSize, " tokens", engine.stats().page_groups > 1 ? " a DP group" : "", " (", pool_tokens,
+                " tokens), less than one sequence of the "
                 "context length (", engine.max_model_len(), " tokens). Lower --max-model-len to at most ", pool_tokens,
                 ", or give the cache more room (--num-kv-pages, --kv-cache-gb on the CPU, --gpu-memory-utilization "
                 "on a GPU).");

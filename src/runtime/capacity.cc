@@ -14,9 +14,22 @@ int32_t CapacityScheduler::pages_needed(const Sequence& sequence, int64_t tokens
   return static_cast<int32_t>(std::max<int64_t>(0, pages - static_cast<int64_t>(sequence.pages.size())));
 }
 
-bool CapacityScheduler::make_free(int32_t pages) {
-  if (pool_.free_count() < pages && prefix_cache_) prefix_cache_->evict(pages - pool_.free_count());
-  return pool_.free_count() >= pages;
+bool CapacityScheduler::make_free(int32_t pages, int32_t group) {
+  if (pool_.free_count(group) < pages && prefix_cache_) prefix_cache_->evict(pages - pool_.free_count(group), group);
+  return pool_.free_count(group) >= pages;
+}
+
+int32_t CapacityScheduler::group_of(const Sequence& sequence) const {
+  if (!sequence.pages.empty()) return pool_.group_of(sequence.pages[0]);
+  int32_t best = 0, most = -1;
+  for (int32_t g = 0; g < pool_.groups(); ++g) {
+    const int32_t room = pool_.free_count(g) + (prefix_cache_ ? prefix_cache_->evictable(g) : 0);
+    if (room > most) {
+      most = room;
+      best = g;
+    }
+  }
+  return best;
 }
 
 void CapacityScheduler::release(Sequence& sequence) {
@@ -46,11 +59,12 @@ bool CapacityScheduler::admit(Sequence& sequence, int64_t& tokens) {
     tokens = std::min(tokens, sequence.pending_tokens());
   }
   int32_t needed = pages_needed(sequence, tokens);
-  if (!make_free(needed + watermark_pages_)) {
+  const int32_t group = group_of(sequence);  // its prefix's, or the roomiest
+  if (!make_free(needed + watermark_pages_, group)) {
     release(sequence);  // hand back the prefix pages it just took
     return false;
   }
-  std::vector<int32_t> fresh = pool_.allocate(needed);
+  std::vector<int32_t> fresh = pool_.allocate(needed, group);
   sequence.pages.insert(sequence.pages.end(), fresh.begin(), fresh.end());
   return true;
 }
@@ -94,21 +108,26 @@ CapacityResult CapacityScheduler::reserve(const std::vector<PlannedWork>& plan,
       continue;
     }
     int32_t needed = pages_needed(sequence, tokens);
-    // Out of pages: preempt running sequences, latest arrival first; when that is this one, it yields.
-    while (!make_free(needed)) {
+    const int32_t group = group_of(sequence);
+    // Out of pages: preempt running sequences of its group, latest arrival first; when that is
+    // this one, it yields.
+    while (!make_free(needed, group)) {
       list_victims();
-      auto victim = std::find_if(victims.begin(), victims.end(), [&](int64_t v) { return !preempted[v]; });
+      auto victim = std::find_if(victims.begin(), victims.end(), [&](int64_t v) {
+        return !preempted[v] && (v == item.index || sequences[v]->pages.empty() ||
+                                 pool_.group_of(sequences[v]->pages[0]) == group);
+      });
       if (victim == victims.end()) break;
       preempt(*victim);
       if (*victim == item.index) break;
     }
     if (preempted[item.index]) continue;
-    if (pool_.free_count() < needed) {
+    if (pool_.free_count(group) < needed) {
       preempt(item.index);
       continue;
     }
     if (needed > 0) {
-      std::vector<int32_t> fresh = pool_.allocate(needed);
+      std::vector<int32_t> fresh = pool_.allocate(needed, group);
       sequence.pages.insert(sequence.pages.end(), fresh.begin(), fresh.end());
     }
     result.work.push_back({&sequence, tokens});

@@ -5,6 +5,11 @@
 // recomputed later). New sequences are admitted only while free pages stay above a watermark;
 // a new sequence first reuses what the prefix cache holds of its prompt. Admission stops at the
 // first new sequence that does not fit, so later arrivals cannot overtake it forever.
+//
+// With page groups (DP attention, page_pool.h) a sequence lives in one group, the one of its first
+// page: a new one joins the group whose prefix cache holds the most of its prompt, else the group
+// with the most pages free (free and evictable), and takes every page from it. Eviction, the
+// watermark (given per group) and preemption all act within the group that needs the pages.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,7 @@ struct CapacityResult {
 
 class CapacityScheduler {
  public:
+  // watermark_pages: of each group.
   CapacityScheduler(PagePool& pool, PrefixCache* prefix_cache, int page_size, int32_t watermark_pages);
 
   // plan[i].index indexes `sequences`. Running sequences are those with pages or computed tokens.
@@ -40,8 +46,11 @@ class CapacityScheduler {
 
  private:
   int32_t pages_needed(const Sequence& sequence, int64_t tokens) const;
-  bool make_free(int32_t pages);  // evicts cached pages until `pages` are free; false if impossible
+  // Evicts cached pages of `group` until `pages` are free there; false if impossible.
+  bool make_free(int32_t pages, int32_t group);
   bool admit(Sequence& sequence, int64_t& tokens);
+  // The group of a sequence with pages; for one without, the group with the most room.
+  int32_t group_of(const Sequence& sequence) const;
 
   PagePool& pool_;
   PrefixCache* prefix_cache_;

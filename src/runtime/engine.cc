@@ -46,10 +46,10 @@ Engine::Impl::Impl(std::unique_ptr<StepExecutor> executor_in, const tokenizer::T
       tokenizer(tokenizer_in),
       config(std::move(config_in)),
       max_model_len(served_context(config.max_model_len, executor->max_model_len())),
-      pool(static_cast<int32_t>(executor->num_pages())),
+      pool(static_cast<int32_t>(executor->num_pages()), static_cast<int32_t>(executor->page_groups())),
       prefix_cache(config.enable_prefix_caching ? std::make_unique<PrefixCache>(pool, model::kPageSize) : nullptr),
       capacity(pool, prefix_cache.get(), model::kPageSize,
-               static_cast<int32_t>(config.watermark * pool.total())),
+               static_cast<int32_t>(config.watermark * pool.group_size())),
       seed_source(config.seed) {
   overlap = config.overlap_schedule && executor->overlaps();
   eos_ids = executor->eos_token_ids();
@@ -88,9 +88,9 @@ RequestId Engine::Impl::submit(std::vector<int32_t> prompt, RequestOptions optio
                                  "requested ", length, " tokens in the prompt, leaving no room for output."),
                          RequestPart::kPrompt);
   int64_t pages_needed = length / model::kPageSize + 1;
-  if (pages_needed > pool.total())
-    throw InvalidRequest(str_cat("the prompt (", length, " tokens) does not fit the KV cache of ", pool.total(),
-                                 " pages"), RequestPart::kPrompt);
+  if (pages_needed > pool.group_size())  // a sequence's pages lie in one group
+    throw InvalidRequest(str_cat("the prompt (", length, " tokens) does not fit the KV cache of ", pool.group_size(),
+                                 " pages", pool.groups() > 1 ? " a DP group" : ""), RequestPart::kPrompt);
   if (options.max_tokens < 0) throw InvalidRequest("the token budget must not be negative", RequestPart::kTokenBudget);
   if (options.logprobs > 20) throw InvalidRequest("at most 20 top logprobs", RequestPart::kLogprobs);
   if (options.prompt_logprobs < -1 || options.prompt_logprobs > 20)
@@ -101,7 +101,7 @@ RequestId Engine::Impl::submit(std::vector<int32_t> prompt, RequestOptions optio
   auto sequence = std::make_unique<EngineSequence>();
   sequence->prompt_length = length;
   // The context, the KV cache and max_tokens all bound the length.
-  int64_t cache_tokens = static_cast<int64_t>(pool.total()) * model::kPageSize;
+  int64_t cache_tokens = static_cast<int64_t>(pool.group_size()) * model::kPageSize;
   sequence->max_length = std::min({max_model_len, length + options.max_tokens, cache_tokens});
   sequence->tokens = std::move(prompt);
   sequence->arrival = Clock::now();
@@ -310,6 +310,7 @@ void Engine::Impl::publish_stats() {
   stats.running = live(running);
   stats.waiting = live(waiting);
   stats.total_pages = pool.total();
+  stats.page_groups = pool.groups();
   stats.cached_pages = prefix_cache ? prefix_cache->cached() : 0;
   stats.free_pages = pool.free_count() + (prefix_cache ? prefix_cache->evictable() : 0);
   stats.prefix_queries = prefix_cache ? prefix_cache->queried_tokens() : 0;

@@ -68,6 +68,7 @@ struct EngineStats {
   int64_t running = 0;
   int64_t waiting = 0;
   int64_t total_pages = 0;
+  int64_t page_groups = 1;      // DP attention: the pool's groups, a sequence in one (page_pool.h)
   int64_t free_pages = 0;       // not held by any sequence (cached-but-unreferenced pages count as free)
   int64_t cached_pages = 0;     // held by the prefix cache
   int64_t prefix_queries = 0;   // prompt tokens looked up in the prefix cache

@@ -53,6 +53,9 @@ class StepExecutor {
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_model_len() const = 0;
   virtual int64_t num_pages() const = 0;
+  // The pages fall into this many groups of num_pages() / page_groups() consecutive ids, and a
+  // sequence's pages all lie in one (DP attention: a group's pages are its ranks' caches).
+  virtual int64_t page_groups() const { return 1; }
   virtual std::vector<int32_t> eos_token_ids() const = 0;
 
  private:

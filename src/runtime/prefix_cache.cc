@@ -2,11 +2,16 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace dsinfer::runtime {
 
-PrefixCache::PrefixCache(PagePool& pool, int page_size) : pool_(pool), page_size_(page_size) {}
+PrefixCache::PrefixCache(PagePool& pool, int page_size)
+    : pool_(pool), page_size_(page_size), roots_(pool.groups()), leaves_(pool.groups()) {}
 
-PrefixCache::~PrefixCache() { release_subtree(root_); }
+PrefixCache::~PrefixCache() {
+  for (Node& root : roots_) release_subtree(root);
+}
 
 void PrefixCache::release_subtree(Node& node) {
   for (auto& [key, child] : node.children) {
@@ -22,16 +27,37 @@ void PrefixCache::touch(Node& node) {
     node.last_used = clock_;
     return;
   }
-  leaves_.erase(&node);  // re-sorted under its new time
+  Leaves& leaves = leaves_of(node);
+  leaves.erase(&node);  // re-sorted under its new time
   node.last_used = clock_;
-  leaves_.insert(&node);
+  leaves.insert(&node);
+}
+
+int64_t PrefixCache::matched_pages(const Node& root, std::span<const int32_t> tokens, int64_t limit) const {
+  const Node* node = &root;
+  int64_t pages = 0;
+  for (int64_t start = 0; start + page_size_ <= limit; start += page_size_, ++pages) {
+    auto it = node->children.find(std::vector<int32_t>(tokens.begin() + start, tokens.begin() + start + page_size_));
+    if (it == node->children.end()) break;
+    node = it->second.get();
+  }
+  return pages;
 }
 
 std::vector<int32_t> PrefixCache::match(std::span<const int32_t> tokens, int64_t max_tokens) {
   std::vector<int32_t> pages;
   int64_t limit = std::min<int64_t>(max_tokens, static_cast<int64_t>(tokens.size()));
   ++clock_;
-  Node* node = &root_;
+  size_t best = 0;  // the group holding the longest prefix
+  if (roots_.size() > 1) {
+    int64_t longest = 0;
+    for (size_t g = 0; g < roots_.size(); ++g)
+      if (int64_t pages = matched_pages(roots_[g], tokens, limit); pages > longest) {
+        longest = pages;
+        best = g;
+      }
+  }
+  Node* node = &roots_[best];
   for (int64_t start = 0; start + page_size_ <= limit; start += page_size_) {
     std::vector<int32_t> key(tokens.begin() + start, tokens.begin() + start + page_size_);
     auto it = node->children.find(key);
@@ -47,9 +73,14 @@ std::vector<int32_t> PrefixCache::match(std::span<const int32_t> tokens, int64_t
 }
 
 void PrefixCache::insert(std::span<const int32_t> tokens, const std::vector<int32_t>& pages) {
+  if (pages.empty()) return;
   ++clock_;
-  Node* node = &root_;
+  const int32_t group = pool_.group_of(pages[0]);
+  Node* node = &roots_[group];
   size_t full_pages = std::min(pages.size(), tokens.size() / page_size_);
+  for (size_t i = 0; i < full_pages; ++i)
+    DSINFER_CHECK(pool_.group_of(pages[i]) == group, "prefix cache: a sequence's pages span page groups ", group,
+                  " and ", pool_.group_of(pages[i]));
   for (size_t i = 0; i < full_pages; ++i) {
     std::vector<int32_t> key(tokens.begin() + i * page_size_, tokens.begin() + (i + 1) * page_size_);
     auto it = node->children.find(key);
@@ -61,7 +92,7 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const std::vector<int3
     pool_.retain(pages[i]);
     pool_.set_cached(pages[i], true);
     ++cached_;
-    if (node != &root_ && node->children.empty()) leaves_.erase(node);  // a leaf no more
+    if (node->parent && node->children.empty()) leaves_[group].erase(node);  // a leaf no more
     auto child = std::make_unique<Node>();
     child->parent = node;
     child->page = pages[i];
@@ -70,31 +101,39 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const std::vector<int3
     it = node->children.emplace(std::move(key), std::move(child)).first;
     it->second->key = &it->first;
     node = it->second.get();
-    leaves_.insert(node);
+    leaves_[group].insert(node);
   }
 }
 
 int32_t PrefixCache::evict(int32_t count) {
   int32_t evicted = 0;
-  auto next = leaves_.begin();
-  while (evicted < count && next != leaves_.end()) {
+  for (int32_t group = 0; group < static_cast<int32_t>(roots_.size()) && evicted < count; ++group)
+    evicted += evict(count - evicted, group);
+  return evicted;
+}
+
+int32_t PrefixCache::evict(int32_t count, int32_t group) {
+  Leaves& leaves = leaves_.at(group);
+  int32_t evicted = 0;
+  auto next = leaves.begin();
+  while (evicted < count && next != leaves.end()) {
     Node* leaf = *next;
     if (pool_.ref_count(leaf->page) > 1) {  // a sequence uses it: step over
       ++next;
       continue;
     }
-    next = leaves_.erase(next);
+    next = leaves.erase(next);
     Node* parent = leaf->parent;
     pool_.set_cached(leaf->page, false);
     pool_.release(leaf->page);
     --cached_;
     ++evicted;
     parent->children.erase(parent->children.find(*leaf->key));  // frees the leaf
-    if (parent != &root_ && parent->children.empty()) {
+    if (parent->parent && parent->children.empty()) {
       // The parent is a leaf now. It was used no earlier than its child, so it sorts after every
       // leaf stepped over so far: the walk goes on from it if it comes before `next`.
-      auto at = leaves_.insert(parent).first;
-      if (next == leaves_.end() || LeastRecentlyUsedFirst{}(parent, *next)) next = at;
+      auto at = leaves.insert(parent).first;
+      if (next == leaves.end() || LeastRecentlyUsedFirst{}(parent, *next)) next = at;
     }
   }
   return evicted;

@@ -12,6 +12,11 @@
 // parent whose last child goes joins the leaves at once, in its own place. (The rescan this
 // replaced evicted the leaves it had found in one batch before looking at the parents they
 // exposed, so it could drop a page used later than a parent it kept.)
+//
+// With a pool of several page groups (DP attention: page_pool.h) the cache is a tree per group,
+// since a sequence's pages all lie in one: a sequence's pages go into their group's tree, a prompt
+// matches the group that holds the longest part of it (its prefix is read where it was computed),
+// and eviction can free a given group's pages.
 #pragma once
 
 #include <cstdint>
@@ -30,16 +35,20 @@ class PrefixCache {
   PrefixCache(PagePool& pool, int page_size);
   ~PrefixCache();  // releases the tree's holds
 
-  // Pages of the longest cached prefix of `tokens` (whole pages, at most max_tokens tokens).
-  // The caller gets one hold on each returned page. Counts the lookup in the hit statistics.
+  // Pages of the longest cached prefix of `tokens` (whole pages, at most max_tokens tokens), in
+  // the group that holds the longest one (the lowest such group on a tie). The caller gets one
+  // hold on each returned page. Counts the lookup in the hit statistics.
   std::vector<int32_t> match(std::span<const int32_t> tokens, int64_t max_tokens);
-  // Offers a sequence's pages: pages[i] holds tokens [i * page_size, (i + 1) * page_size). Only
-  // full pages are taken; the tree adds its own hold on pages it did not know.
+  // Offers a sequence's pages (all of one group): pages[i] holds tokens [i * page_size,
+  // (i + 1) * page_size). Only full pages are taken; the tree adds its own hold on pages it did not know.
   void insert(std::span<const int32_t> tokens, const std::vector<int32_t>& pages);
-  // Drops up to `count` pages that only the tree holds, oldest leaves first; returns how many.
+  // Drops up to `count` pages that only the tree holds, oldest leaves first, of every group or of
+  // `group`; returns how many.
   int32_t evict(int32_t count);
+  int32_t evict(int32_t count, int32_t group);
 
   int32_t evictable() const { return pool_.cached_only_count(); }  // pages only the tree holds
+  int32_t evictable(int32_t group) const { return pool_.cached_only_count(group); }
   int32_t cached() const { return cached_; }
   int64_t queried_tokens() const { return queried_tokens_; }
   int64_t hit_tokens() const { return hit_tokens_; }
@@ -58,16 +67,20 @@ class PrefixCache {
       return a->last_used != b->last_used ? a->last_used < b->last_used : a->id < b->id;
     }
   };
+  using Leaves = std::set<Node*, LeastRecentlyUsedFirst>;
   void touch(Node& node);  // marks the node used now
   void release_subtree(Node& node);
+  // The cached pages of the longest prefix of `tokens` under `root`, up to `limit` tokens.
+  int64_t matched_pages(const Node& root, std::span<const int32_t> tokens, int64_t limit) const;
+  Leaves& leaves_of(const Node& node) { return leaves_[pool_.group_of(node.page)]; }
 
   PagePool& pool_;
   int page_size_;
-  Node root_;
-  // Every node but the root without children, whether a sequence holds its page or not (the pool
-  // counts those holds; the cache is not told when they end). A node's fields that order it
-  // change only while it is out of the set.
-  std::set<Node*, LeastRecentlyUsedFirst> leaves_;
+  std::vector<Node> roots_;  // one a page group
+  // Per group, every node but the root without children, whether a sequence holds its page or not
+  // (the pool counts those holds; the cache is not told when they end). A node's fields that order
+  // it change only while it is out of the set.
+  std::vector<Leaves> leaves_;
   uint64_t clock_ = 0;
   uint64_t next_id_ = 0;
   int32_t cached_ = 0;

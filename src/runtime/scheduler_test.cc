@@ -36,6 +36,50 @@ TEST(PagePool, CountsHoldsAndRefusesMisuse) {
   EXPECT_THROW(pool.retain(pages[1]), Error);   // not in use
 }
 
+// DP attention's pool: a group of consecutive ids per DP group, each with its own free list and
+// its own count of cached-only pages.
+TEST(PagePool, GroupsHandOutTheirOwnPagesOnly) {
+  PagePool pool(8, 2);
+  EXPECT_EQ(pool.group_size(), 4);
+  std::vector<int32_t> one = pool.allocate(3, 1);
+  for (int32_t page : one) EXPECT_EQ(pool.group_of(page), 1) << page;
+  EXPECT_EQ(pool.free_count(1), 1);
+  EXPECT_EQ(pool.free_count(0), 4);
+  EXPECT_EQ(pool.free_count(), 5);
+  EXPECT_THROW(pool.allocate(2, 1), Error);  // group 0's free pages are not group 1's
+  EXPECT_THROW(pool.allocate(1, 2), Error);
+  pool.set_cached(one[0], true);
+  EXPECT_EQ(pool.cached_only_count(1), 1);
+  EXPECT_EQ(pool.cached_only_count(0), 0);
+  pool.set_cached(one[0], false);
+  for (int32_t page : one) pool.release(page);
+  EXPECT_EQ(pool.free_count(1), 4);
+  EXPECT_THROW(PagePool(9, 2), Error);  // groups of equal size only
+}
+
+// A prompt matches the group whose tree holds the longest part of it; eviction frees a given group.
+TEST(PrefixCache, EachPageGroupHasItsOwnTree) {
+  PagePool pool(8, 2);
+  PrefixCache cache(pool, kPage);
+  std::vector<int32_t> a = iota_tokens(8), b = iota_tokens(12);  // b extends a
+  std::vector<int32_t> in0 = pool.allocate(1, 0), in1 = pool.allocate(3, 1);
+  cache.insert(a, in0);  // a's first page in group 0
+  cache.insert(b, in1);  // all of b in group 1, its first page too (its own tree)
+  EXPECT_EQ(cache.cached(), 4);
+  for (int32_t page : in0) pool.release(page);
+  for (int32_t page : in1) pool.release(page);
+  std::vector<int32_t> hit = cache.match(b, 12);
+  EXPECT_EQ(hit, in1);  // group 1 holds 3 pages of it, group 0 one
+  for (int32_t page : hit) pool.release(page);
+  EXPECT_EQ(cache.evictable(0), 1);
+  EXPECT_EQ(cache.evictable(1), 3);
+  EXPECT_EQ(cache.evict(10, 0), 1);  // group 0's page only
+  EXPECT_EQ(cache.evictable(1), 3);
+  EXPECT_EQ(pool.free_count(0), 4);
+  std::vector<int32_t> mixed = {in0[0], in1[0]};
+  EXPECT_THROW(cache.insert(a, {pool.allocate(1, 0)[0], in1[1]}), Error);  // pages of two groups
+}
+
 TEST(PrefixCache, MatchesWholePagesOfTheLongestPrefix) {
   PagePool pool(16);
   {
@@ -350,6 +394,57 @@ TEST(Capacity, ReusesPrefixPagesAndEvictsThemUnderPressure) {
   EXPECT_EQ(cache.cached(), 0);
   capacity.release(*big.sequences[0]);
   EXPECT_EQ(pool.free_count(), 6);
+}
+
+// DP attention's groups: new sequences go where there is most room, a prompt whose prefix one
+// group caches goes to that group, and a group that runs out preempts its own latest sequence, not
+// another group's.
+TEST(Capacity, KeepsEachSequenceInOneGroupAndPreemptsWithinIt) {
+  PagePool pool(12, 2);  // 6 pages a group
+  PrefixCache cache(pool, kPage);
+  CapacityScheduler capacity(pool, &cache, kPage, 0);
+  SchedulerCase c;
+  Sequence& first = c.add(16, 0);   // 4 pages: group 0 (both empty; the lowest)
+  Sequence& second = c.add(8, 1);   // 2 pages: group 1 (6 free against 2)
+  Sequence& third = c.add(12, 2);   // 3 pages: group 1 (4 free against 2)
+  second.tokens = iota_tokens(8, 300);  // prompts of their own: no prefix in common with `first`
+  third.tokens = iota_tokens(12, 400);
+  ASSERT_EQ(capacity.reserve(c.plan_all(), c.sequences).work.size(), 3u);
+  auto group = [&](const Sequence& s) { return pool.group_of(s.pages.at(0)); };
+  for (Sequence* s : c.sequences)
+    for (int32_t page : s->pages) EXPECT_EQ(pool.group_of(page), group(*s));
+  EXPECT_EQ(group(first), 0);
+  EXPECT_EQ(group(second), 1);
+  EXPECT_EQ(group(third), 1);
+  expect_consistent(pool, c.sequences);
+
+  // `first` grows by 3 pages: group 0 has 2 free; it preempts itself (group 1's later arrivals
+  // cannot give it pages), and group 1 is left alone.
+  for (Sequence* s : c.sequences) s->num_computed = static_cast<int64_t>(s->tokens.size());
+  first.tokens.resize(first.tokens.size() + 12, 7);
+  CapacityResult step = capacity.reserve({{0, 12}}, c.sequences);
+  ASSERT_EQ(step.preempted.size(), 1u);
+  EXPECT_EQ(step.preempted[0], &first);
+  EXPECT_EQ(second.pages.size(), 2u);
+  EXPECT_EQ(third.pages.size(), 3u);
+
+  // `first` comes back: its 4 full computed pages were offered to group 0's tree, so it goes to
+  // group 0 again although group 1 has more room (its pages free or evictable, against group 0's
+  // 1 free and 4 evictable, and 1 held).
+  capacity.release(third);
+  capacity.release(second);
+  const int32_t held = pool.allocate(1, 0)[0];
+  ASSERT_GT(pool.free_count(1) + cache.evictable(1), pool.free_count(0) + cache.evictable(0));
+  SchedulerCase again;
+  Sequence& back = again.add(16, 3);
+  back.tokens = std::vector<int32_t>(first.tokens.begin(), first.tokens.begin() + 16);
+  ASSERT_EQ(capacity.reserve(again.plan_all(), again.sequences).work.size(), 1u);
+  EXPECT_EQ(group(back), 0);
+  EXPECT_EQ(back.cached_tokens, 12);  // all but the last token's page
+  capacity.release(back);
+  pool.release(held);
+  cache.evict(12);
+  EXPECT_EQ(pool.free_count(), 12);
 }
 
 }  // namespace

@@ -21,11 +21,11 @@ struct DpStep {
   std::vector<std::pair<int, int32_t>> score_home; // [scored rows]: (group, its scored row there)
 };
 
-// A sequence's DP group follows its first page: sequences that share a prefix-cache page share
-// their first page, so a cached page is read by the group that computed it; a preempted sequence
-// starts again on new pages, anywhere.
+// A sequence's DP group is its pages' group: the engine's pool gives each group `group_pages`
+// consecutive page ids (PagePool's groups, the engine's scheduler keeps a sequence in one), and
+// each group's ranks hold those pages as their cache's pages from 0.
 DpStep split_by_group(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling, int groups,
-                      int64_t vocab) {
+                      int64_t group_pages, int64_t vocab) {
   for (int32_t id : batch.token_ids)
     DSINFER_CHECK(id >= 0, "a DP-attention step takes no placeholder tokens (its steps are not overlapped)");
   const backend::AttentionBatch& attention = batch.attention;
@@ -33,7 +33,7 @@ DpStep split_by_group(const model::ForwardBatch& batch, const backend::SamplingB
   std::vector<int> sequence_of(batch.token_ids.size());
   for (int s = 0; s < sequences; ++s)
     for (int32_t row = attention.query_start[s]; row < attention.query_start[s + 1]; ++row) sequence_of[row] = s;
-  auto group_of = [&](int s) { return attention.pages(s)[0] % groups; };
+  auto group_of = [&](int s) { return static_cast<int>(attention.pages(s)[0] / group_pages); };
 
   // Sequences in the caller's order (of their logit rows), then those without logit rows.
   std::vector<int> order;
@@ -63,8 +63,15 @@ DpStep split_by_group(const model::ForwardBatch& batch, const backend::SamplingB
     const int32_t first = attention.query_start[s], count = attention.query_start[s + 1] - first;
     std::span<const int32_t> pages = attention.pages(s);
     const int g = group_of(s);
+    DSINFER_CHECK(g < groups, "page ", pages[0], " is past the ", groups, " DP groups' ", groups * group_pages);
+    std::vector<int32_t> local;  // its group's cache's page ids
+    for (int32_t page : pages) {
+      DSINFER_CHECK(page / group_pages == g, "a sequence's pages span DP groups (pages ", pages[0], " and ", page,
+                    ", ", group_pages, " a group)");
+      local.push_back(static_cast<int32_t>(page - g * group_pages));
+    }
     builders[g].add(std::span<const int32_t>(batch.token_ids).subspan(first, count), attention.positions[first],
-                    std::vector<int32_t>(pages.begin(), pages.end()), offsets[s]);
+                    std::move(local), offsets[s]);
     for (int32_t i : scored_of[s]) {  // after its sequence: score() takes rows of the last one added
       const model::ScoredRow& scored = batch.scored_rows[i];
       builders[g].score(scored.row - first, std::span<const int32_t>(&scored.target, 1), scored.top_n);
@@ -129,7 +136,7 @@ class ShardedExecutor final : public StepExecutor {
       ++in_flight_;  // only once launched: a failed launch is never collected
       return;
     }
-    DpStep step = split_by_group(batch, sampling, groups(), vocab_size());
+    DpStep step = split_by_group(batch, sampling, groups(), pages_, vocab_size());
     size_t most = 0;  // the largest group's tokens: whether the experts' dispatch fits the peer buffers
     for (const model::ForwardBatch& part : step.batches) most = std::max(most, part.token_ids.size());
     model_.set_step_tokens(static_cast<int64_t>(most));
@@ -177,7 +184,9 @@ class ShardedExecutor final : public StepExecutor {
 
   int64_t vocab_size() const override { return ranks_[0]->vocab_size(); }
   int64_t max_model_len() const override { return ranks_[0]->max_model_len(); }
-  int64_t num_pages() const override { return pages_; }
+  // Under DP attention every group's ranks hold a cache of pages_ pages of their own.
+  int64_t num_pages() const override { return pages_ * groups(); }
+  int64_t page_groups() const override { return groups(); }
   std::vector<int32_t> eos_token_ids() const override { return ranks_[0]->eos_token_ids(); }
 
  private:
@@ -231,7 +240,7 @@ class ShardedExecutor final : public StepExecutor {
   }
 
   ShardedModel& model_;
-  int64_t pages_;
+  int64_t pages_;  // each rank's cache
   std::vector<std::unique_ptr<StepExecutor>> ranks_;
   int in_flight_ = 0;                  // launched and not collected
   int64_t steps_since_rebalance_ = 0;

@@ -7,8 +7,10 @@
 // DP attention each DP group runs the step's sequences whose first page is its own (page id modulo
 // the groups: sequences sharing a prefix-cache page share their first page, so a cached page is
 // read where it was computed), and a group without any runs an empty step that still joins the
-// experts' collectives; such steps are not overlapped. Every rank's cache holds the whole pool, so DP
-// attention saves attention work and all-reduces here, not cache memory (a pool per group is next).
+// experts' collectives; such steps are not overlapped. Each DP group's ranks hold that group's pages
+// only: the engine's pool has a group of pages per DP group (page_groups()), a sequence lives in one
+// (the one whose prefix cache holds most of its prompt, else the one with the most room), so DP
+// attention multiplies the KV cache by the groups.
 //
 // Decode steps replay CUDA graphs on every rank (sharded_graph_batch says when): NCCL's all-reduce
 // and the peer buffers' kernels are captured with the layers. Under DP attention each rank replays
@@ -31,7 +33,8 @@ namespace dsinfer::runtime {
 int sharded_graph_batch(const ShardedModel& model, int requested);
 
 // The engine's executor over every rank, each with a cache of `pages` pages (plus the graphs'
-// scratch page, as make_model_executor's). With ExpertBalance::rebalance_steps it places the experts anew every that many steps, between
+// scratch page, as make_model_executor's): under DP attention the engine's pool is then
+// pages x attention_dp pages, in attention_dp groups. With ExpertBalance::rebalance_steps it places the experts anew every that many steps, between
 // steps (no step in flight), from the loads counted since the last time.
 std::unique_ptr<StepExecutor> make_sharded_executor(ShardedModel& model, int64_t pages,
                                                     const ExecutorOptions& options = {});

@@ -283,6 +283,8 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
     EXPECT_EQ(results[i].tokens, expected[i].tokens) << "prompt " << i;
   }
   if (GetParam().config.low_latency_tokens) EXPECT_GT(sharded->low_latency_dispatches(), 0);
+  // Each DP group's ranks hold a cache of their own: the pool is the groups' caches together.
+  EXPECT_EQ(engine.stats().total_pages, config.num_pages * GetParam().config.attention_dp);
   // Every page back in the pool, once the engine thread has finished the requests' bookkeeping.
   for (int i = 0; i < 10000 && engine.stats().free_pages != engine.stats().total_pages; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
