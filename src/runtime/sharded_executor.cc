@@ -24,16 +24,31 @@ struct DpStep {
 // A sequence's DP group is its pages' group: the engine's pool gives each group `group_pages`
 // consecutive page ids (PagePool's groups, the engine's scheduler keeps a sequence in one), and
 // each group's ranks hold those pages as their cache's pages from 0.
+//
+// A placeholder -(r + 1) (the overlap scheduler's: row r of the tokens the step launched just before
+// sampled) becomes -(i + 1) for the row i of its group's part of that step that sampled row r:
+// `previous_rows` is that step's row_home. A sequence stays in its pages' group, so the row is
+// always its own group's.
 DpStep split_by_group(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling, int groups,
-                      int64_t group_pages, int64_t vocab) {
-  for (int32_t id : batch.token_ids)
-    DSINFER_CHECK(id >= 0, "a DP-attention step takes no placeholder tokens (its steps are not overlapped)");
+                      int64_t group_pages, int64_t vocab,
+                      const std::vector<std::pair<int, int32_t>>& previous_rows) {
   const backend::AttentionBatch& attention = batch.attention;
   const int sequences = attention.num_sequences();
   std::vector<int> sequence_of(batch.token_ids.size());
   for (int s = 0; s < sequences; ++s)
     for (int32_t row = attention.query_start[s]; row < attention.query_start[s + 1]; ++row) sequence_of[row] = s;
   auto group_of = [&](int s) { return static_cast<int>(attention.pages(s)[0] / group_pages); };
+  std::vector<int32_t> token_ids = batch.token_ids;  // placeholders in their group's rows
+  for (size_t row = 0; row < token_ids.size(); ++row) {
+    if (token_ids[row] >= 0) continue;
+    const auto previous = static_cast<size_t>(-token_ids[row] - 1);
+    DSINFER_CHECK(previous < previous_rows.size(), "placeholder for row ", previous, " of a previous step of ",
+                  previous_rows.size(), " rows");
+    const auto [group, local] = previous_rows[previous];
+    DSINFER_CHECK(group == group_of(sequence_of[row]), "a placeholder of DP group ", group_of(sequence_of[row]),
+                  " for a token sampled in group ", group);
+    token_ids[row] = -(local + 1);
+  }
 
   // Sequences in the caller's order (of their logit rows), then those without logit rows.
   std::vector<int> order;
@@ -70,7 +85,7 @@ DpStep split_by_group(const model::ForwardBatch& batch, const backend::SamplingB
                     ", ", group_pages, " a group)");
       local.push_back(static_cast<int32_t>(page - g * group_pages));
     }
-    builders[g].add(std::span<const int32_t>(batch.token_ids).subspan(first, count), attention.positions[first],
+    builders[g].add(std::span<const int32_t>(token_ids).subspan(first, count), attention.positions[first],
                     std::move(local), offsets[s]);
     for (int32_t i : scored_of[s]) {  // after its sequence: score() takes rows of the last one added
       const model::ScoredRow& scored = batch.scored_rows[i];
@@ -129,14 +144,18 @@ class ShardedExecutor final : public StepExecutor {
     launch(batch, sampling);
     return collect();
   }
-  bool overlaps() const override { return groups() == 1 && ranks_[0]->overlaps(); }
+  bool overlaps() const override { return ranks_[0]->overlaps(); }
   void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
     if (groups() == 1) {
       model_.on_every_rank([&](int r) { ranks_[r]->launch(batch, sampling); });
       ++in_flight_;  // only once launched: a failed launch is never collected
       return;
     }
-    DpStep step = split_by_group(batch, sampling, groups(), pages_, vocab_size());
+    // Placeholders point into the step launched just before, if it is still in flight (the overlap
+    // scheduler launches a step before collecting the one before it).
+    static const std::vector<std::pair<int, int32_t>> kNone;
+    DpStep step = split_by_group(batch, sampling, groups(), pages_, vocab_size(),
+                                 launched_.empty() ? kNone : launched_.back().row_home);
     size_t most = 0;  // the largest group's tokens: whether the experts' dispatch fits the peer buffers
     for (const model::ForwardBatch& part : step.batches) most = std::max(most, part.token_ids.size());
     model_.set_step_tokens(static_cast<int64_t>(most));

@@ -7,7 +7,8 @@
 // DP attention each DP group runs the step's sequences whose first page is its own (page id modulo
 // the groups: sequences sharing a prefix-cache page share their first page, so a cached page is
 // read where it was computed), and a group without any runs an empty step that still joins the
-// experts' collectives; such steps are not overlapped. Each DP group's ranks hold that group's pages
+// experts' collectives; the overlap scheduler's placeholders become rows of each group's part of
+// the step before. Each DP group's ranks hold that group's pages
 // only: the engine's pool has a group of pages per DP group (page_groups()), a sequence lives in one
 // (the one whose prefix cache holds most of its prompt, else the one with the most room), so DP
 // attention multiplies the KV cache by the groups.

@@ -23,6 +23,7 @@
 #include "parallel/nccl_rank_groups.h"
 #include "runtime/completion.h"
 #include "runtime/engine.h"
+#include "runtime/sharded_executor.h"
 #include "runtime/step_error.h"
 #include "runtime/stream_collector.h"
 
@@ -352,6 +353,60 @@ INSTANTIATE_TEST_SUITE_P(
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true},
                                    {.redundant_experts = 2, .rebalance_steps = 7}}),
     engine_layout_name);
+
+// Under DP attention the overlap scheduler's placeholders point at rows of the whole previous step;
+// the executor turns them into rows of each group's part of it. Decode steps launched before their
+// predecessor is collected (placeholders resolved on each group's ranks) sample what steps over the
+// real tokens sample. Sequences 0 and 2 live in group 0's pages, sequence 1 in group 1's. GPUs only
+// (scripts/gpu-test.sh): the CPU backend takes no placeholders, its steps are never overlapped.
+TEST(ShardedEngine, OverlappedDpStepsResolvePlaceholdersInTheirOwnGroup) {
+  if (on_cpu()) GTEST_SKIP() << "placeholders need a device backend (the CPU's steps are not overlapped)";
+  auto sharded = load_sharded(fixture_dir("v3-tiny"),
+                              {.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 32});
+  const int64_t pages = 8;  // a rank's: group 1's pages are 8 .. 15 of the pool
+  const std::vector<std::vector<int32_t>> pages_of = {{0, 1}, {8, 9}, {2, 3}};
+  const std::vector<std::vector<int32_t>> prompts = {{1, 17, 42, 7, 99}, {1, 250, 3}, {1, 9, 9, 120, 64, 33, 18}};
+  auto greedy = [](int rows) {
+    backend::SamplingBatch batch;
+    batch.rows.resize(rows);
+    batch.history_start.assign(rows + 1, 0);
+    batch.banned_start.assign(rows + 1, 0);
+    return batch;
+  };
+  auto run = [&](bool overlapped) {
+    std::unique_ptr<StepExecutor> executor = make_sharded_executor(*sharded, pages);
+    EXPECT_EQ(executor->page_groups(), 2);
+    EXPECT_EQ(executor->num_pages(), 2 * pages);
+    std::vector<std::vector<int32_t>> tokens(3);
+    model::BatchBuilder prefill;
+    for (int s = 0; s < 3; ++s) prefill.add(prompts[s], 0, pages_of[s], model::LogitRows::kLast);
+    backend::SampledTokens first = executor->run(prefill.build(), greedy(3));
+    for (int s = 0; s < 3; ++s) tokens[s].push_back(first.tokens.data<int32_t>()[s]);
+    auto decode = [&](int step, bool placeholders) {
+      model::BatchBuilder builder;
+      for (int s = 0; s < 3; ++s)
+        builder.add(std::vector<int32_t>{placeholders ? -(s + 1) : tokens[s].back()},
+                    static_cast<int32_t>(prompts[s].size()) + step, pages_of[s], model::LogitRows::kLast);
+      return builder.build();
+    };
+    const int steps = 6;
+    if (overlapped) executor->launch(decode(0, false), greedy(3));
+    for (int step = 0; step < steps; ++step) {
+      backend::SampledTokens sampled;
+      if (overlapped) {
+        if (step + 1 < steps) executor->launch(decode(step + 1, true), greedy(3));
+        sampled = executor->collect();
+      } else {
+        sampled = executor->run(decode(step, false), greedy(3));
+      }
+      for (int s = 0; s < 3; ++s) tokens[s].push_back(sampled.tokens.data<int32_t>()[s]);
+    }
+    return tokens;
+  };
+  const std::vector<std::vector<int32_t>> synchronous = run(false);
+  EXPECT_EQ(run(true), synchronous);
+  for (const auto& sequence : synchronous) EXPECT_EQ(sequence.size(), 7u);
+}
 
 // A rank that fails its step does not leave the others waiting in a collective: the step fails,
 // and the sharded model refuses further steps instead of hanging.
