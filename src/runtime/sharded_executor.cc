@@ -144,7 +144,8 @@ class ShardedExecutor final : public StepExecutor {
     launch(batch, sampling);
     return collect();
   }
-  bool overlaps() const override { return ranks_[0]->overlaps(); }
+  // EPLB's rebalancing waits for a moment with no step in flight, which overlapped steps never leave.
+  bool overlaps() const override { return ranks_[0]->overlaps() && model_.balance().rebalance_steps == 0; }
   void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
     if (groups() == 1) {
       model_.on_every_rank([&](int r) { ranks_[r]->launch(batch, sampling); });
