@@ -29,10 +29,10 @@ cp configs/deepseek-v3/config.json "$model"/
 cp models/dsv3-tiny/tokenizer.json models/dsv3-tiny/tokenizer_config.json "$model"/
 
 serve_run() {  # serve_run NAME [PARALLEL FLAGS...]
-  local out="$results/serve_gpu_v3-6-layers_$1_$gpu.json"
+  local out="$results/serve_gpu_v3-6-layers_$1_$gpu.json" log="${OUT:-/tmp}/serve_$1_$gpu.log"
   shift
   "$BUILD"/dsinfer serve --model "$model" --served-model-name v3-6-layers --load-format dummy --num-layers 6 \
-    --device cuda --port "$PORT" "$@" > "/tmp/dsinfer-serve-$gpu.log" 2>&1 &
+    --device cuda --port "$PORT" "$@" > "$log" 2>&1 &
   server=$!
   for _ in $(seq 900); do curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break; sleep 0.2; done
   "$BUILD"/dsinfer bench serve --base-url "http://127.0.0.1:$PORT" --input-len 512 --output-len 128 \
