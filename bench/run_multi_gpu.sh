@@ -41,10 +41,14 @@ serve_run() {  # serve_run NAME [PARALLEL FLAGS...]
   wait "$server" 2>/dev/null || true
   server=
   # The load generator names its own machine as the device; the server's GPUs are the ones measured.
-  python3 - "$out" "$gpus" "$*" "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY'
-import json, sys
-path, gpus, flags, name = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+  # The KV cache the server planned (its log's banner) is the other figure that parallelism changes.
+  python3 - "$out" "$gpus" "$*" "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" "$log" <<'PY'
+import json, re, sys
+path, gpus, flags, name, log = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 result = json.load(open(path))
+banner = re.search(r"KV cache (\d+) pages of (\d+) tokens", open(log).read())
+if banner:
+    result["figures"]["kv_cache_tokens"] = int(banner.group(1)) * int(banner.group(2))
 ranks = gpus if flags else 1
 result["device"] = f"{ranks} x cuda: {name}" if ranks > 1 else f"cuda: {name}"
 result["config"]["parallel"] = flags or "one GPU"

@@ -23,7 +23,7 @@ HEADLINES = {
                    "speedup_vs_hf_b32", "tokens_per_s_overlapped_b1", "speedup_vs_hf_overlapped_b1",
                    "prefill_tokens_per_s"],
     "generate_gpu": ["prefill_tokens_per_s", "decode_tokens_per_s"],
-    "serve": ["output_throughput", "output_throughput_per_gpu", "qpm", "median_ttft_ms", "median_tpot_ms", "p90_tpot_ms", "max_qpm",
+    "serve": ["output_throughput", "output_throughput_per_gpu", "kv_cache_tokens", "qpm", "median_ttft_ms", "median_tpot_ms", "p90_tpot_ms", "max_qpm",
               "max_qpm_p90_tpot_ms"],
     "http_connections": ["concurrent_streams_held", "server_kib_per_stream"],
     "kernels": ["timing_floor_us",
