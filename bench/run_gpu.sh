@@ -26,18 +26,12 @@ trap '[[ -n "${server:-}" ]] && kill "$server" 2>/dev/null || true' EXIT
 "$BUILD"/bench/generate_bench --model models/dsv3-tiny --device cuda --out "$results/generate_gpu_dsv3-tiny_$gpu.json"
 
 # The serving run twice: with the overlap scheduler (the default) and without it.
+source bench/serve_bench.sh
 serve_run() {  # serve_run RESULT_FILE [SERVE FLAGS...]
   local out=$1
   shift
-  "$BUILD"/dsinfer serve --model models/dsv3-tiny --served-model-name dsv3-tiny --device cuda --port "$PORT" "$@" \
-    > /tmp/dsinfer-serve.log 2>&1 &
-  server=$!
-  for _ in $(seq 300); do curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break; sleep 0.2; done
-  "$BUILD"/dsinfer bench serve --base-url "http://127.0.0.1:$PORT" --input-len 128 --output-len 128 \
-    --num-prompts 512 --max-concurrency 128 --disable-progress --out "$out"
-  kill "$server"
-  wait "$server" 2>/dev/null || true
-  server=
+  serve_bench "$out" /tmp/dsinfer-serve.log "--input-len 128 --output-len 128 --num-prompts 512 --max-concurrency 128" \
+    --model models/dsv3-tiny --served-model-name dsv3-tiny "$@"
 }
 serve_run "$results/serve_gpu_dsv3-tiny_$gpu.json"
 serve_run "$results/serve_gpu_no-overlap_dsv3-tiny_$gpu.json" --disable-overlap-schedule

@@ -28,18 +28,12 @@ model=$(mktemp -d)
 cp configs/deepseek-v3/config.json "$model"/
 cp models/dsv3-tiny/tokenizer.json models/dsv3-tiny/tokenizer_config.json "$model"/
 
+source bench/serve_bench.sh
 serve_run() {  # serve_run NAME [PARALLEL FLAGS...]
   local out="$results/serve_gpu_v3-6-layers_$1_$gpu.json" log="${OUT:-/tmp}/serve_$1_$gpu.log"
   shift
-  "$BUILD"/dsinfer serve --model "$model" --served-model-name v3-6-layers --load-format dummy --num-layers 6 \
-    --device cuda --port "$PORT" "$@" > "$log" 2>&1 &
-  server=$!
-  for _ in $(seq 900); do curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break; sleep 0.2; done
-  "$BUILD"/dsinfer bench serve --base-url "http://127.0.0.1:$PORT" --input-len 512 --output-len 128 \
-    --num-prompts 512 --max-concurrency 128 --disable-progress --out "$out"
-  kill "$server"
-  wait "$server" 2>/dev/null || true
-  server=
+  serve_bench "$out" "$log" "--input-len 512 --output-len 128 --num-prompts 512 --max-concurrency 128" \
+    --model "$model" --served-model-name v3-6-layers --load-format dummy --num-layers 6 "$@"
   # The load generator names its own machine as the device; the server's GPUs are the ones measured.
   # The KV cache the server planned (its log's banner) is the other figure that parallelism changes.
   python3 - "$out" "$gpus" "$*" "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" "$log" <<'PY'

@@ -132,31 +132,6 @@ __global__ void send_results_kernel(Windows w, Geometry g, const std::byte* __re
   signal(w.combined, g.ranks, g.rank);
 }
 
-template <typename T>
-__device__ float widen(T value) {
-  return static_cast<float>(value);
-}
-template <>
-__device__ float widen(__nv_bfloat16 value) {
-  return __bfloat162float(value);
-}
-template <>
-__device__ float widen(__half value) {
-  return __half2float(value);
-}
-template <typename T>
-__device__ T narrow(float value) {
-  return static_cast<T>(value);
-}
-template <>
-__device__ __nv_bfloat16 narrow(float value) {
-  return __float2bfloat16(value);
-}
-template <>
-__device__ __half narrow(float value) {
-  return __float2half(value);
-}
-
 // N values of T at a time: 16 bytes when the rows allow it (Geometry::vectors), else one.
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Pack {
@@ -181,11 +156,11 @@ __global__ void sum_results_kernel(Geometry g, const std::byte* __restrict__ res
       if (!(from >> j & 1u)) continue;
       const Values part = reinterpret_cast<const Values*>(results + (int64_t{j} * g.capacity + t) * g.row_bytes)[p];
 #pragma unroll
-      for (int i = 0; i < N; ++i) sum[i] += widen(part.values[i]);
+      for (int i = 0; i < N; ++i) sum[i] += static_cast<float>(part.values[i]);
     }
     Values total;
 #pragma unroll
-    for (int i = 0; i < N; ++i) total.values[i] = narrow<T>(sum[i]);
+    for (int i = 0; i < N; ++i) total.values[i] = T(sum[i]);
     reinterpret_cast<Values*>(out + t * hidden)[p] = total;
   }
 }
