@@ -123,12 +123,21 @@ backend::Routing Moe::route(const Tensor& tokens) const {
 }
 
 Tensor Moe::dispatched(const Tensor& x) const {
+  Tensor out, shared;  // the routed experts' sum; the (whole) shared expert's output
   if (plan_.peer && plan_.peer->fits_step()) {  // a decode-sized step: through the peer buffers
-    parallel::PeerExchange::Received received = plan_.peer->dispatch(backend_, x, route(x), slots_per_rank_);
-    return plan_.peer->combine(backend_, backend_.moe_experts(received.tokens, received.routing, experts_));
+    parallel::PeerExchange& peer = *plan_.peer;
+    peer.send(backend_, x, route(x), slots_per_rank_);
+    if (shared_) shared = shared_->forward(x);  // while the other ranks' rows arrive
+    parallel::PeerExchange::Received received = peer.receive(backend_);
+    peer.send_back(backend_, backend_.moe_experts(received.tokens, received.routing, experts_));
+    out = peer.receive_back(backend_);
+  } else {
+    parallel::ExpertDispatch dispatch(backend_, *plan_.world, x, route(x), slots_per_rank_);
+    out = dispatch.combine(backend_.moe_experts(dispatch.tokens(), dispatch.routing(), experts_));
+    if (shared_) shared = shared_->forward(x);
   }
-  parallel::ExpertDispatch dispatch(backend_, *plan_.world, x, route(x), slots_per_rank_);
-  return dispatch.combine(backend_.moe_experts(dispatch.tokens(), dispatch.routing(), experts_));
+  if (shared.defined()) backend_.add_inplace(out, shared);
+  return out;
 }
 
 Tensor Moe::routed(const Tensor& x, int64_t* first_row) const {
@@ -143,17 +152,14 @@ Tensor Moe::routed(const Tensor& x, int64_t* first_row) const {
 }
 
 Tensor Moe::forward(const Tensor& x) const {
-  Tensor out;
-  if (plan_.place.config.dispatches_experts()) {
-    out = dispatched(x);  // whole: each choice ran on its expert's rank and came back
-  } else {
-    int64_t first_row = 0;
-    out = routed(x, &first_row);
-    // A split shared expert joins the routed experts' sum; a whole one is added after it, once.
-    if (shared_ && shared_->split()) backend_.add_inplace(out, shared_->partial(x));
-    parallel::sum_over(plan_.world, out);
-    if (out.dim(0) != x.dim(0)) out = out.slice(first_row, first_row + x.dim(0));  // this DP group's rows
-  }
+  // Dispatched: whole, each choice ran on its expert's rank and came back, the shared expert added.
+  if (plan_.place.config.dispatches_experts()) return dispatched(x);
+  int64_t first_row = 0;
+  Tensor out = routed(x, &first_row);
+  // A split shared expert joins the routed experts' sum; a whole one is added after it, once.
+  if (shared_ && shared_->split()) backend_.add_inplace(out, shared_->partial(x));
+  parallel::sum_over(plan_.world, out);
+  if (out.dim(0) != x.dim(0)) out = out.slice(first_row, first_row + x.dim(0));  // this DP group's rows
   if (shared_ && !shared_->split()) backend_.add_inplace(out, shared_->forward(x));
   return out;
 }

@@ -52,7 +52,8 @@ class Moe {
   backend::Routing route(const Tensor& tokens) const;
   // The routed experts' partial output for x, and for every DP group's tokens under DP attention.
   Tensor routed(const Tensor& x, int64_t* first_row) const;
-  // The routed experts' whole output for x through all-to-all dispatch and combine.
+  // The routed and shared experts' whole output for x, the routed ones through dispatch and combine
+  // (through the peer buffers, with the shared expert queued between send and receive).
   Tensor dispatched(const Tensor& x) const;
 
   backend::Backend& backend_;

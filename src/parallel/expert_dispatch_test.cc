@@ -148,6 +148,21 @@ TEST(PeerExchange, AStepLargerThanTheBuffersIsRefusedAndTheExecutorsCountDecides
   EXPECT_THROW(peers[0]->dispatch(*backend, x, routing(5, [](int64_t, int64_t j) { return int32_t(j); }, 2), 3), Error);
 }
 
+// The halves (send, receive, send back, receive back) go in that order only: a receive without its
+// send would wait for rows nobody sends.
+TEST(PeerExchange, HalvesOutOfOrderAreRefused) {
+  auto peers = make_peer_exchanges(1, 4, make_cpu_peer_device());
+  auto backend = backend::make_cpu_backend();
+  EXPECT_THROW(peers[0]->receive(*backend), Error);
+  Tensor x = random_tensor({2, kHidden}, 1);
+  peers[0]->send(*backend, x, routing(2, [](int64_t, int64_t j) { return int32_t(j); }, 2), 3);
+  EXPECT_THROW(peers[0]->send(*backend, x, routing(2, [](int64_t, int64_t j) { return int32_t(j); }, 2), 3), Error);
+  EXPECT_THROW(peers[0]->receive_back(*backend), Error);
+  PeerExchange::Received received = peers[0]->receive(*backend);
+  peers[0]->send_back(*backend, received.tokens);
+  EXPECT_EQ(peers[0]->receive_back(*backend).dim(0), 2);
+}
+
 // A rank that fails before its dispatch leaves the others waiting for its rows: aborting the group
 // wakes them with an error instead.
 TEST(PeerExchange, AbortWakesARankWaitingForASenderThatNeverComes) {

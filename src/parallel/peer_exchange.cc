@@ -91,8 +91,9 @@ void PeerGroup::abort() {
   device_->abort();
 }
 
-PeerExchange::Received PeerExchange::dispatch(backend::Backend& backend, const Tensor& x,
-                                              const backend::Routing& routing, int64_t slots_per_rank) {
+void PeerExchange::send(backend::Backend& backend, const Tensor& x, const backend::Routing& routing,
+                        int64_t slots_per_rank) {
+  DSINFER_CHECK(phase_ == Phase::kIdle, "peer dispatch: the last exchange was not combined");
   const int64_t T = x.dim(0);
   DSINFER_CHECK(x.rank() == 2 && routing.expert_ids.rank() == 2 && routing.expert_ids.dim(0) == T &&
                     routing.weights.shape() == routing.expert_ids.shape(),
@@ -105,30 +106,41 @@ PeerExchange::Received PeerExchange::dispatch(backend::Backend& backend, const T
   shape_ = shape;
   group_->device().send_tokens(backend, shape_, windows_, rank_, x, routing.expert_ids, routing.weights,
                                slots_per_rank);
-  group_->device().wait(backend, shape_, windows_[rank_], /*dispatch=*/true);
   ids_ = routing.expert_ids;
   slots_per_rank_ = slots_per_rank;
+  phase_ = Phase::kSent;
   ++dispatches_;
-
-  const PeerWindow& mine = windows_[rank_];
-  const int64_t rows = shape.ranks * shape.capacity;
-  const Device device = x.device();
-  return {Tensor::wrap(mine.tokens, shape.dtype, {rows, shape.hidden}, device, nullptr),
-          {Tensor::wrap(mine.ids, DType::kI32, {rows, shape.top_k}, device, nullptr),
-           Tensor::wrap(mine.weights, DType::kF32, {rows, shape.top_k}, device, nullptr)}};
 }
 
-Tensor PeerExchange::combine(backend::Backend& backend, const Tensor& expert_out) {
-  DSINFER_CHECK(ids_.defined(), "peer combine without a dispatch");
+PeerExchange::Received PeerExchange::receive(backend::Backend& backend) {
+  DSINFER_CHECK(phase_ == Phase::kSent, "peer dispatch: receive without a send");
+  group_->device().wait(backend, shape_, windows_[rank_], /*dispatch=*/true);
+  phase_ = Phase::kReceived;
+  const PeerWindow& mine = windows_[rank_];
+  const int64_t rows = shape_.ranks * shape_.capacity;
+  const Device device = ids_.device();
+  return {Tensor::wrap(mine.tokens, shape_.dtype, {rows, shape_.hidden}, device, nullptr),
+          {Tensor::wrap(mine.ids, DType::kI32, {rows, shape_.top_k}, device, nullptr),
+           Tensor::wrap(mine.weights, DType::kF32, {rows, shape_.top_k}, device, nullptr)}};
+}
+
+void PeerExchange::send_back(backend::Backend& backend, const Tensor& expert_out) {
+  DSINFER_CHECK(phase_ == Phase::kReceived, "peer combine without a dispatch received");
   DSINFER_CHECK(expert_out.rank() == 2 && expert_out.dim(0) == shape_.ranks * shape_.capacity &&
                     expert_out.dim(1) == shape_.hidden && expert_out.dtype() == shape_.dtype,
                 "peer combine: ", expert_out.shape().to_string(), " for ", shape_.ranks * shape_.capacity,
                 " received rows of ", shape_.hidden);
+  group_->device().send_results(backend, shape_, windows_, rank_, expert_out, slots_per_rank_);
+  phase_ = Phase::kSentBack;
+}
+
+Tensor PeerExchange::receive_back(backend::Backend& backend) {
+  DSINFER_CHECK(phase_ == Phase::kSentBack, "peer combine: receive without a send back");
   PeerDevice& device = group_->device();
-  device.send_results(backend, shape_, windows_, rank_, expert_out, slots_per_rank_);
   device.wait(backend, shape_, windows_[rank_], /*dispatch=*/false);
   Tensor out = device.sum_results(backend, shape_, windows_[rank_], ids_, slots_per_rank_);
   ids_ = Tensor();
+  phase_ = Phase::kIdle;
   return out;
 }
 

@@ -146,10 +146,24 @@ class PeerExchange {
   // This rank's tokens x [T, hidden] (T <= capacity) to the ranks of their experts; slot s is held
   // by rank s / slots_per_rank. The received rows are valid until the next dispatch.
   Received dispatch(backend::Backend& backend, const Tensor& x, const backend::Routing& routing,
-                    int64_t slots_per_rank);
+                    int64_t slots_per_rank) {
+    send(backend, x, routing, slots_per_rank);
+    return receive(backend);
+  }
   // expert_out [ranks x capacity, hidden] (this rank's experts on the received rows) -> [T, hidden]
   // for this rank's tokens of the last dispatch.
-  Tensor combine(backend::Backend& backend, const Tensor& expert_out);
+  Tensor combine(backend::Backend& backend, const Tensor& expert_out) {
+    send_back(backend, expert_out);
+    return receive_back(backend);
+  }
+
+  // Each of the two in halves: the sends are queued, and the receive (the wait for every other
+  // rank) comes later in the stream, so that work queued between the two (the shared expert) runs
+  // while the other ranks catch up instead of a wait kernel spinning.
+  void send(backend::Backend& backend, const Tensor& x, const backend::Routing& routing, int64_t slots_per_rank);
+  Received receive(backend::Backend& backend);
+  void send_back(backend::Backend& backend, const Tensor& expert_out);
+  Tensor receive_back(backend::Backend& backend);
 
   void abort() { group_->abort(); }
   int64_t dispatches() const { return dispatches_; }  // through the windows, so far
@@ -162,6 +176,7 @@ class PeerExchange {
   std::span<const PeerWindow> windows_;
   Tensor ids_;  // the last dispatch's routing ids [T, top_k], for its combine
   int64_t slots_per_rank_ = 0;
+  enum class Phase { kIdle, kSent, kReceived, kSentBack } phase_ = Phase::kIdle;  // the halves' order
   int64_t dispatches_ = 0;
 };
 
