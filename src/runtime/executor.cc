@@ -17,10 +17,9 @@ namespace {
 class ModelExecutor final : public StepExecutor {
  public:
   ModelExecutor(const model::DeepseekModel& model, int64_t pages, const ExecutorOptions& options)
-      : model_(model), pages_(pages), cache_(model.make_cache(pages + executor_scratch_pages(options.cuda_graph_max_batch))) {
-    if (options.cuda_graph_max_batch > 0)
-      graphs_ = std::make_unique<model::DecodeGraphs>(
-          model, cache_, model::DecodeGraphOptions{options.cuda_graph_max_batch, static_cast<int32_t>(pages)});
+      : model_(model), pages_(pages), cache_(model.make_cache(pages + executor_scratch_pages(options.cuda_graph_max_batch))),
+        graph_options_{options.cuda_graph_max_batch, static_cast<int32_t>(pages)} {
+    if (options.cuda_graph_max_batch > 0) graphs_ = std::make_unique<model::DecodeGraphs>(model, cache_, graph_options_);
   }
 
   backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
@@ -60,7 +59,13 @@ class ModelExecutor final : public StepExecutor {
   }
 
   std::vector<PromptLogprob> take_scores() override { return std::exchange(collected_scores_, {}); }
-  int64_t graph_steps() const override { return graphs_ ? graphs_->replays() : 0; }
+  int64_t graph_steps() const override { return earlier_replays_ + (graphs_ ? graphs_->replays() : 0); }
+  void recapture_graphs() override {
+    if (!graphs_) return;
+    earlier_replays_ += graphs_->replays();
+    graphs_.reset();  // the old graphs' pool goes back first
+    graphs_ = std::make_unique<model::DecodeGraphs>(model_, cache_, graph_options_);
+  }
 
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   int64_t max_model_len() const override { return model_.max_positions(); }
@@ -75,7 +80,9 @@ class ModelExecutor final : public StepExecutor {
   const model::DeepseekModel& model_;
   int64_t pages_;  // the pool's pages; a graph scratch page may follow them in the cache
   model::LatentCache cache_;
+  model::DecodeGraphOptions graph_options_;
   std::unique_ptr<model::DecodeGraphs> graphs_;
+  int64_t earlier_replays_ = 0;  // of graphs captured before the current ones
   struct Launched {
     std::unique_ptr<backend::PendingTokens> tokens;
     std::vector<PromptLogprob> scores;  // of the batch's scored rows

@@ -49,6 +49,9 @@ class StepExecutor {
   virtual std::vector<PromptLogprob> take_scores() { return {}; }
   // Steps that replayed a decode graph so far (on a sharded model: on the rank that replayed most).
   virtual int64_t graph_steps() const { return 0; }
+  // Captures the decode graphs anew, with no step running on the device: the weights they read
+  // have moved (EPLB's rebalancing). Nothing to do without graphs.
+  virtual void recapture_graphs() {}
 
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_model_len() const = 0;

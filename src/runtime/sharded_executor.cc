@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <utility>
 
 #include "core/log.h"
@@ -108,7 +109,6 @@ DpStep split_by_group(const model::ForwardBatch& batch, const backend::SamplingB
 // Why a layout's decode steps cannot replay graphs (null: they can).
 const char* why_eager(const ShardedModel& model) {
   const parallel::ParallelConfig& config = model.config();
-  if (model.balance().rebalance_steps > 0) return "EPLB's rebalancing moves the weights the graphs would read";
   if (config.attention_dp > 1 && !(config.dispatches_experts() && config.low_latency_tokens > 0))
     return "DP attention gathers tokens, or dispatches them by the all-to-all, with counts through the host";
   return nullptr;
@@ -126,11 +126,8 @@ class ShardedExecutor final : public StepExecutor {
     const ExecutorOptions rank_options{sharded_graph_batch(model, options.cuda_graph_max_batch)};
     if (options.cuda_graph_max_batch > 0 && rank_options.cuda_graph_max_batch == 0)
       log_info("sharded model: decode steps run eagerly (", why_eager(model), ")");
-    // Under DP attention the graphs are captured through the peer buffers (and every rank captures
-    // the same buckets in the same order, so the warm-up runs' exchanges pair up).
-    if (groups() > 1 && rank_options.cuda_graph_max_batch > 0) model.set_step_tokens(model.config().low_latency_tokens);
-    model.on_every_rank([&](int r) { ranks_[r] = make_model_executor(model.rank(r), pages, rank_options); });
-    model.set_step_tokens(-1);
+    graphs_ = rank_options.cuda_graph_max_batch > 0;
+    on_every_rank_capturing([&](int r) { ranks_[r] = make_model_executor(model.rank(r), pages, rank_options); });
   }
   ~ShardedExecutor() override {
     try {
@@ -144,12 +141,11 @@ class ShardedExecutor final : public StepExecutor {
     launch(batch, sampling);
     return collect();
   }
-  // EPLB's rebalancing waits for a moment with no step in flight, which overlapped steps never leave.
-  bool overlaps() const override { return ranks_[0]->overlaps() && model_.balance().rebalance_steps == 0; }
+  bool overlaps() const override { return ranks_[0]->overlaps(); }
   void launch(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
+    rebalance_when_due();
     if (groups() == 1) {
       model_.on_every_rank([&](int r) { ranks_[r]->launch(batch, sampling); });
-      ++in_flight_;  // only once launched: a failed launch is never collected
       return;
     }
     // Placeholders point into the step launched just before, if it is still in flight (the overlap
@@ -169,12 +165,11 @@ class ShardedExecutor final : public StepExecutor {
     });
     launched_.push_back(
         {std::move(step.row_home), std::move(step.score_home), sampling.any_logprobs(), sampling.max_top_logprobs()});
-    ++in_flight_;
   }
   backend::SampledTokens collect() override {
     std::vector<backend::SampledTokens> tokens(ranks_.size());
     model_.on_every_rank([&](int r) { tokens[r] = ranks_[r]->collect(); });
-    --in_flight_;
+    ++steps_since_rebalance_;
     backend::SampledTokens out = tokens[0];
     if (groups() > 1) {
       Launched step = std::move(launched_.front());
@@ -182,7 +177,6 @@ class ShardedExecutor final : public StepExecutor {
       out = assemble(step, tokens);
       collected_score_home_ = std::move(step.score_home);
     }
-    rebalance_when_due();
     return out;
   }
   std::vector<PromptLogprob> take_scores() override {
@@ -219,11 +213,22 @@ class ShardedExecutor final : public StepExecutor {
 
   int groups() const { return model_.config().attention_dp; }
 
-  // EPLB: every rebalance_steps collected steps, once no step is in flight, the experts are placed
-  // anew from the loads counted since the last rebalance.
+  // task(r) on every rank, with the graphs of a DP layout captured through the peer buffers (every
+  // rank captures the same buckets in the same order, so the warm-up runs' exchanges pair up).
+  void on_every_rank_capturing(const std::function<void(int)>& task) {
+    if (groups() > 1 && graphs_) model_.set_step_tokens(model_.config().low_latency_tokens);
+    model_.on_every_rank(task);
+    model_.set_step_tokens(-1);
+  }
+
+  // EPLB: before the first step launched after every rebalance_steps collected ones, the experts
+  // are placed anew from the loads counted since the last rebalance. A step still in flight (the
+  // overlap scheduler's) finishes on the device first, and is collected as usual; the graphs, which
+  // read the old weights, are captured anew.
   void rebalance_when_due() {
     const int64_t every = model_.balance().rebalance_steps;
-    if (every <= 0 || ++steps_since_rebalance_ < every || in_flight_ > 0) return;
+    if (every <= 0 || steps_since_rebalance_ < every) return;
+    model_.on_every_rank([&](int r) { model_.rank(r).backend().synchronize(); });
     Tensor load = model_.expert_load();
     Tensor window = load.clone();
     if (last_load_.defined())
@@ -231,6 +236,7 @@ class ShardedExecutor final : public StepExecutor {
     model_.rebalance(window);
     last_load_ = load;
     steps_since_rebalance_ = 0;
+    if (graphs_) on_every_rank_capturing([&](int r) { ranks_[r]->recapture_graphs(); });
   }
 
   // The step's rows from each group's first rank, in the step's order.
@@ -262,7 +268,7 @@ class ShardedExecutor final : public StepExecutor {
   ShardedModel& model_;
   int64_t pages_;  // each rank's cache
   std::vector<std::unique_ptr<StepExecutor>> ranks_;
-  int in_flight_ = 0;                  // launched and not collected
+  bool graphs_ = false;                // every rank captured decode graphs
   int64_t steps_since_rebalance_ = 0;
   Tensor last_load_;                   // the loads at the last rebalance
   std::deque<Launched> launched_;  // DP steps launched and not collected, oldest first
@@ -271,7 +277,7 @@ class ShardedExecutor final : public StepExecutor {
 
 }  // namespace
 
-int sharded_graph_batch(const ShardedModel& model, int requested) {
+int sharded_graph_batch(const ShardedModel& model, int requested) {  // see why_eager
   const parallel::ParallelConfig& config = model.config();
   if (requested <= 0 || why_eager(model)) return 0;
   return config.attention_dp > 1 ? static_cast<int>(std::min<int64_t>(requested, config.low_latency_tokens)) : requested;

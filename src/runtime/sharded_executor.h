@@ -29,14 +29,14 @@ namespace dsinfer::runtime {
 // The largest decode graph on each rank of `model` for a requested one (0: every step eager): the
 // request for tensor- and expert-parallel layouts; under DP attention, up to the peer buffers'
 // tokens a rank when the experts' dispatch has them, else 0 (gathering tokens, and the all-to-all,
-// need the host for their counts); 0 with EPLB's online rebalancing (which moves the weights that a
-// graph reads).
+// need the host for their counts).
 int sharded_graph_batch(const ShardedModel& model, int requested);
 
 // The engine's executor over every rank, each with a cache of `pages` pages (plus the graphs'
 // scratch page, as make_model_executor's): under DP attention the engine's pool is then
-// pages x attention_dp pages, in attention_dp groups. With ExpertBalance::rebalance_steps it places the experts anew every that many steps, between
-// steps (no step in flight), from the loads counted since the last time.
+// pages x attention_dp pages, in attention_dp groups. With ExpertBalance::rebalance_steps it places
+// the experts anew every that many steps, before launching the next (a step in flight finishes on
+// the device first), from the loads counted since the last time, and captures the graphs anew.
 std::unique_ptr<StepExecutor> make_sharded_executor(ShardedModel& model, int64_t pages,
                                                     const ExecutorOptions& options = {});
 

@@ -222,6 +222,7 @@ void ShardedModel::rebalance(const Tensor& load) {
   std::vector<parallel::ExpertPlacement> placements = placements_from(load);
   on_every_rank([&](int r) { models_[r]->place_experts(placements); });
   balance_.placements = std::move(placements);
+  ++rebalances_;
   log_info("EPLB: experts placed anew over ", config_.describe(), " with ", balance_.redundant_experts,
            " spare slots");
 }

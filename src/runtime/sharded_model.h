@@ -58,8 +58,10 @@ class ShardedModel {
   // Needs ExpertBalance::count_load; call it between steps (it runs on the rank threads).
   Tensor expert_load() const;
   // EPLB: every MoE layer's experts placed anew from `load` ([MoE layers, E], tokens a window routed
-  // to each), with the configured spare slots, and reloaded on every rank. Between steps.
+  // to each), with the configured spare slots, and reloaded on every rank. With no step running on
+  // the devices (a step launched and not collected must have finished there).
   void rebalance(const Tensor& load);
+  int64_t rebalances() const { return rebalances_; }  // so far
   const ExpertBalance& balance() const { return balance_; }
   // The most tokens any rank runs in the coming step, before it is launched (the low-latency
   // expert dispatch takes steps that fit its buffers; parallel/peer_exchange.h). Negative: unknown,
@@ -79,6 +81,7 @@ class ShardedModel {
   std::vector<parallel::ExpertPlacement> placements_from(const Tensor& load) const;
 
   ExpertBalance balance_;
+  int64_t rebalances_ = 0;
   io::ModelConfig model_config_;  // the model's config, for placements
   std::vector<parallel::RankPlan> plans_;
   std::vector<std::unique_ptr<model::DeepseekModel>> models_;

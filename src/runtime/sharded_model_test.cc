@@ -292,6 +292,8 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
   EXPECT_EQ(engine.stats().free_pages, engine.stats().total_pages);
   // On GPUs the decode steps replayed graphs (the CPU has none).
   if (GetParam().graphs && !on_cpu()) EXPECT_GT(engine.stats().graph_steps, 50);
+  // EPLB placed the experts anew every 7 steps while the requests ran (160 tokens each).
+  if (GetParam().balance.rebalance_steps) EXPECT_GE(sharded->rebalances(), 10);
 }
 
 // vLLM's prompt_logprobs under DP attention: each group scores its own sequences' prompt rows and
@@ -348,6 +350,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // decode graphs on every rank: NCCL's all-reduce, and the peer buffers, in them
                       EngineLayout{{.attention_tp = 2, .expert_parallel = true}, {}, 8},
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 128}, {}, 8},
+                      // EPLB every 7 steps with graphs: every rank captures them anew after each
+                      EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 128},
+                                   {.redundant_experts = 2, .rebalance_steps = 7}, 8},
                       EngineLayout{{.attention_tp = 2, .attention_dp = 2, .expert_parallel = true}, {}},
                       // 2 spare slots, the experts placed anew every 7 steps
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true},
