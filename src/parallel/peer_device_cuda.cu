@@ -70,12 +70,15 @@ __device__ void copy_row(std::byte* __restrict__ to, const std::byte* __restrict
   }
 }
 
-// After a block's writes: make them visible to every GPU, then count the block in each target.
+// After a block's writes: the barrier orders them before thread 0's system-scope fence (cumulative,
+// as cooperative groups' grid sync relies on), which makes them visible to every GPU before the
+// block is counted in each target.
 __device__ void signal(unsigned long long* const* counters, int targets, int sender) {
-  __threadfence_system();
   __syncthreads();
-  if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
+    __threadfence_system();
     for (int j = 0; j < targets; ++j) atomicAdd_system(counters[j] + sender, 1ull);
+  }
 }
 
 __global__ void send_tokens_kernel(Windows w, Geometry g, const std::byte* __restrict__ x,
