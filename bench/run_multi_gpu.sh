@@ -30,7 +30,7 @@ cp models/dsv3-tiny/tokenizer.json models/dsv3-tiny/tokenizer_config.json "$mode
 
 source bench/serve_bench.sh
 serve_run() {  # serve_run NAME [PARALLEL FLAGS...]
-  local out="$results/serve_gpu_v3-6-layers_$1_$gpu.json" log="${OUT:-/tmp}/serve_$1_$gpu.log"
+  local out="$results/serve_gpu_v3-6-layers_$1_${gpu}x$gpus.json" log="${OUT:-/tmp}/serve_$1_$gpu.log"
   shift
   serve_bench "$out" "$log" "--input-len 512 --output-len 128 --num-prompts 512 --max-concurrency 128" \
     --model "$model" --served-model-name v3-6-layers --load-format dummy --num-layers 6 "$@"
@@ -58,9 +58,9 @@ serve_run "tp${gpus}-ep" --tensor-parallel-size "$gpus" --enable-expert-parallel
 python3 - "$results" "$gpu" "$gpus" <<'PY'
 import json, sys
 results, gpu, gpus = sys.argv[1], sys.argv[2], sys.argv[3]
-one = json.load(open(f"{results}/serve_gpu_v3-6-layers_1gpu_{gpu}.json"))["figures"]
+one = json.load(open(f"{results}/serve_gpu_v3-6-layers_1gpu_{gpu}x{gpus}.json"))["figures"]
 for name in (f"dp{gpus}-ep", f"tp{gpus}-ep"):
-    path = f"{results}/serve_gpu_v3-6-layers_{name}_{gpu}.json"
+    path = f"{results}/serve_gpu_v3-6-layers_{name}_{gpu}x{gpus}.json"
     result = json.load(open(path))
     result["anchor"] = {"name": "the same model and load on one GPU of the same machine, in this run",
                         "output_throughput": one["output_throughput"],
@@ -70,6 +70,6 @@ for name in (f"dp{gpus}-ep", f"tp{gpus}-ep"):
 PY
 rm -rf "$model"
 if [[ -n "${OUT:-}" ]]; then
-  cp "$results/dispatch_${gpu}x$gpus.json" "$results"/serve_gpu_v3-6-layers_*_"$gpu".json "$OUT"/
+  cp "$results/dispatch_${gpu}x$gpus.json" "$results"/serve_gpu_v3-6-layers_*_"${gpu}x$gpus".json "$OUT"/
 fi
 echo "run_multi_gpu: results in $results"
