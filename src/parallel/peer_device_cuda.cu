@@ -2,10 +2,11 @@
 // ranks' kernels through peer access (NVLink). The steps are peer_device_cpu.cc's, as kernels on the
 // rank's backend stream:
 //
-//   send_tokens   a warp a token: its lanes read the token's k choices, OR the bits of the ranks that
-//                 hold them, write the routing row into every window and copy the hidden row (16 bytes
-//                 a lane at a time) into each chosen rank's. Every block then fences, and one thread
-//                 adds 1 to the block's count in each receiver's `dispatched[sender]`.
+//   send_tokens   a warp a (token, rank) pair: its lanes read the token's k choices, OR the bits of the
+//                 ranks that hold them, write the routing row into that rank's window and, when the
+//                 rank holds one of them, copy the hidden row there (16 bytes a lane at a time).
+//                 Every block then fences, and one thread adds 1 to the block's count in each
+//                 receiver's `dispatched[sender]`.
 //   wait          one thread a sender spins (acquire, system scope) until the sender's count reaches
 //                 kSendBlocks x (waits + 1); then the rank's own wait count goes up by one. Every
 //                 rank makes the same calls in the same order, so the counts agree with no reset.
@@ -84,22 +85,23 @@ __device__ void signal(unsigned long long* const* counters, int targets, int sen
 __global__ void send_tokens_kernel(Windows w, Geometry g, const std::byte* __restrict__ x,
                                    const int32_t* __restrict__ ids, const float* __restrict__ weights, int64_t T) {
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  for (int64_t t = int64_t{blockIdx.x} * kWarps + warp; t < g.capacity; t += int64_t{gridDim.x} * kWarps) {
+  // A warp a (token, target rank) pair, so that a few tokens still keep every warp copying.
+  const int64_t pairs = g.capacity * g.ranks;
+  for (int64_t p = int64_t{blockIdx.x} * kWarps + warp; p < pairs; p += int64_t{gridDim.x} * kWarps) {
+    const int64_t t = p / g.ranks;
+    const int j = static_cast<int>(p % g.ranks);
     int32_t id = kNoExpert;
     float weight = 0.0f;
     if (t < T && lane < g.top_k) {
       id = ids[t * g.top_k + lane];
       weight = weights[t * g.top_k + lane];
     }
-    const unsigned targets = chosen_ranks(id, g);
     const int64_t slot = int64_t{g.rank} * g.capacity + t;  // its row in every window
-    for (int j = 0; j < g.ranks; ++j) {
-      if (lane < g.top_k) {
-        w.ids[j][slot * g.top_k + lane] = id;
-        w.weights[j][slot * g.top_k + lane] = weight;
-      }
-      if (targets >> j & 1u) copy_row(w.tokens[j] + slot * g.row_bytes, x + t * g.row_bytes, g, lane);
+    if (lane < g.top_k) {
+      w.ids[j][slot * g.top_k + lane] = id;
+      w.weights[j][slot * g.top_k + lane] = weight;
     }
+    if (chosen_ranks(id, g) >> j & 1u) copy_row(w.tokens[j] + slot * g.row_bytes, x + t * g.row_bytes, g, lane);
   }
   signal(w.dispatched, g.ranks, g.rank);
 }
