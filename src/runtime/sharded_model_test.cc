@@ -337,7 +337,7 @@ TEST(ShardedEngine, PromptLogprobsUnderDpAttentionAreTheWholeModels) {
 std::string engine_layout_name(const ::testing::TestParamInfo<EngineLayout>& info) {
   const ParallelConfig& c = info.param.config;
   return "tp" + std::to_string(c.attention_tp) + "_dp" + std::to_string(c.attention_dp) +
-         (c.expert_parallel ? "_ep" : "") + (c.low_latency_tokens ? "_lowlatency" : "") +
+         (c.expert_parallel ? "_ep" : "") + (c.low_latency_tokens ? "_lowlatency" + std::to_string(c.low_latency_tokens) : "") +
          (info.param.balance.rebalance_steps ? "_eplb" : "") + (info.param.graphs ? "_graphs" : "");
 }
 
@@ -350,6 +350,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // decode graphs on every rank: NCCL's all-reduce, and the peer buffers, in them
                       EngineLayout{{.attention_tp = 2, .expert_parallel = true}, {}, 8},
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 128}, {}, 8},
+                      // buffers of 16 tokens a rank: the prompt steps run eagerly through the
+                      // all-to-all on every rank, the decode steps replay graphs through the buffers
+                      EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 16}, {}, 8},
                       // EPLB every 7 steps with graphs: every rank captures them anew after each
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 128},
                                    {.redundant_experts = 2, .rebalance_steps = 7}, 8},
