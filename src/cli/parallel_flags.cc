@@ -27,6 +27,10 @@ void add_parallel_flags(Flags& flags) {
                 "tokens a rank send tokens to their experts through peer buffers with no host round trip "
                 "(DeepEP's low-latency mode); larger steps use the all-to-all; 0: always the all-to-all", 128);
   flags.set_range("num-max-dispatch-tokens-per-rank", 0, 1 << 20);
+  flags.add_int("dispatch-chunk-tokens", "DP attention + expert parallelism: steps over the low-latency buffers send "
+                "tokens through peer buffers of this many tokens a rank, in rounds, with no host round trip "
+                "(DeepEP's normal mode); 0: NCCL's all-to-all", 0);
+  flags.set_range("dispatch-chunk-tokens", 0, 1 << 20);
   for (const char* size : {"tensor-parallel-size", "data-parallel-size", "expert-parallel-size"})
     flags.set_range(size, 1, 4096);
   flags.set_range("num-redundant-experts", 0, 65536);
@@ -66,6 +70,7 @@ parallel::ParallelConfig parallel_config(const Flags& flags) {
                 "): the routed experts are split over every rank");
   config.expert_parallel = flags.get_bool("enable-expert-parallel") || (ep == world && world > 1);
   config.low_latency_tokens = flags.get_int("num-max-dispatch-tokens-per-rank");
+  config.chunk_tokens = flags.get_int("dispatch-chunk-tokens");
   return config;
 }
 

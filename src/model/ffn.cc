@@ -1,5 +1,7 @@
 #include "model/ffn.h"
 
+#include <algorithm>
+
 #include "parallel/expert_dispatch.h"
 #include "parallel/peer_exchange.h"
 
@@ -131,6 +133,8 @@ Tensor Moe::dispatched(const Tensor& x) const {
     parallel::PeerExchange::Received received = peer.receive(backend_);
     peer.send_back(backend_, backend_.moe_experts(received.tokens, received.routing, experts_));
     out = peer.receive_back(backend_);
+  } else if (plan_.peer_chunks && plan_.peer_chunks->step_tokens() >= 0) {
+    out = in_chunks(x, &shared);
   } else {
     parallel::ExpertDispatch dispatch(backend_, *plan_.world, x, route(x), slots_per_rank_);
     out = dispatch.combine(backend_.moe_experts(dispatch.tokens(), dispatch.routing(), experts_));
@@ -138,6 +142,28 @@ Tensor Moe::dispatched(const Tensor& x) const {
   }
   if (shared.defined()) backend_.add_inplace(out, shared);
   return out;
+}
+
+Tensor Moe::in_chunks(const Tensor& x, Tensor* shared) const {
+  parallel::PeerExchange& peer = *plan_.peer_chunks;
+  const int64_t T = x.dim(0), chunk = peer.capacity();
+  DSINFER_CHECK(T <= peer.step_tokens(), "layer ", layer_, ": ", T, " tokens in a step announced with at most ",
+                peer.step_tokens(), " a rank");
+  const backend::Routing routing = route(x);
+  Tensor out;
+  // Every rank makes as many rounds as the largest rank needs (the step's tokens are the same number
+  // everywhere); a rank out of tokens sends none.
+  for (int64_t begin = 0; begin < peer.step_tokens(); begin += chunk) {
+    const int64_t from = std::min(begin, T), to = std::min(begin + chunk, T);
+    peer.send(backend_, x.slice(from, to),
+              {routing.expert_ids.slice(from, to), routing.weights.slice(from, to)}, slots_per_rank_);
+    if (begin == 0 && shared_) *shared = shared_->forward(x);  // while the first rows arrive
+    parallel::PeerExchange::Received received = peer.receive(backend_);
+    peer.send_back(backend_, backend_.moe_experts(received.tokens, received.routing, experts_));
+    Tensor part = peer.receive_back(backend_);
+    out = out.defined() ? backend_.concat_rows(out, part) : part;
+  }
+  return out.defined() ? out : backend_.empty(x.dtype(), {0, x.dim(1)});
 }
 
 Tensor Moe::routed(const Tensor& x, int64_t* first_row) const {

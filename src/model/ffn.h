@@ -55,6 +55,9 @@ class Moe {
   // The routed and shared experts' whole output for x, the routed ones through dispatch and combine
   // (through the peer buffers, with the shared expert queued between send and receive).
   Tensor dispatched(const Tensor& x) const;
+  // The routed experts' whole output for x through the chunked peer buffers, a round per chunk of
+  // the step's largest rank; the shared expert's output in *shared, queued during the first round.
+  Tensor in_chunks(const Tensor& x, Tensor* shared) const;
 
   backend::Backend& backend_;
   parallel::RankPlan plan_;

@@ -8,6 +8,7 @@ std::string ParallelConfig::describe() const {
   std::string text = str_cat("tp ", attention_tp, ", dp ", attention_dp, ", ep ", ep_size(), " (", world_size(), " ranks)");
   if (dispatches_experts() && low_latency_tokens > 0)
     text += str_cat(", low-latency dispatch up to ", low_latency_tokens, " tokens a rank");
+  if (dispatches_experts() && chunk_tokens > 0) text += str_cat(", dispatch in chunks of ", chunk_tokens);
   return text;
 }
 
@@ -24,8 +25,8 @@ void ParallelConfig::check_fits(const io::ModelConfig& model) const {
                   " ranks do not divide the shared experts' intermediate size ",
                   model.n_shared_experts * model.moe_intermediate_size);
   }
-  DSINFER_CHECK(low_latency_tokens >= 0, "the low-latency dispatch's tokens a rank must be 0 or more, got ",
-                low_latency_tokens);
+  DSINFER_CHECK(low_latency_tokens >= 0 && chunk_tokens >= 0, "the peer dispatch's tokens a rank must be 0 or more, "
+                "got ", low_latency_tokens, " and ", chunk_tokens);
   if (model.n_routed_experts == 0) return;
   if (expert_parallel) {
     DSINFER_CHECK(model.n_routed_experts % world == 0, "expert parallel size ", world, " does not divide the model's ",

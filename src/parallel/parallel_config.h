@@ -16,7 +16,8 @@
 //                  (all-to-all dispatch and combine); otherwise the tokens of every DP group are
 //                  gathered first and each rank's rows taken back after the all-reduce.
 //                  Steps of at most low_latency_tokens tokens a rank dispatch through peer buffers
-//                  instead (peer_exchange.h), the same rows moved with no host round trip.
+//                  instead (peer_exchange.h), the same rows moved with no host round trip; larger
+//                  ones through peer buffers of chunk_tokens in rounds, when set.
 //   embedding, final norm, LM head, router: whole on every rank.
 //
 // Splits along an intermediate dimension cut FP8 weights at 128-column blocks where they fall on
@@ -42,6 +43,10 @@ struct ParallelConfig {
   // tokens on every rank goes through peer buffers sized for it, with no host round trip; larger
   // steps take the all-to-all. 0: never. Ranks of one process only (one host's GPUs, or CPU threads).
   int64_t low_latency_tokens = 0;
+  // DeepEP's normal mode, on the same kind of peer buffers: a step too large for the low-latency
+  // ones dispatches through buffers of this many tokens a rank, in as many rounds as its largest
+  // rank needs. 0: NCCL's all-to-all instead. Ranks of one process only.
+  int64_t chunk_tokens = 0;
 
   int world_size() const { return attention_tp * attention_dp; }
   int ep_size() const { return expert_parallel ? world_size() : 1; }

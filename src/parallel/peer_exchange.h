@@ -138,6 +138,7 @@ class PeerExchange {
   void set_step_tokens(int64_t tokens) { step_tokens_ = tokens; }
   // Whether this step's dispatches go through the windows.
   bool fits_step() const { return step_tokens_ >= 0 && step_tokens_ <= capacity(); }
+  int64_t step_tokens() const { return step_tokens_; }
 
   struct Received {
     Tensor tokens;             // [ranks x capacity, hidden]: this rank's window

@@ -42,9 +42,14 @@ std::vector<RankGroups> make_local_rank_groups(const ParallelConfig& config) {
 
 void add_peer_exchanges(const ParallelConfig& config, std::vector<RankGroups>& ranks,
                         const std::function<std::shared_ptr<PeerDevice>()>& device) {
-  if (!config.dispatches_experts() || config.low_latency_tokens <= 0) return;
-  auto exchanges = make_peer_exchanges(config.world_size(), config.low_latency_tokens, device());
-  for (size_t r = 0; r < ranks.size(); ++r) ranks[r].peer = std::move(exchanges[r]);
+  if (!config.dispatches_experts()) return;
+  auto add = [&](int64_t tokens, std::unique_ptr<PeerExchange> RankGroups::*slot) {
+    if (tokens <= 0) return;
+    auto exchanges = make_peer_exchanges(config.world_size(), tokens, device());
+    for (size_t r = 0; r < ranks.size(); ++r) ranks[r].*slot = std::move(exchanges[r]);
+  };
+  add(config.low_latency_tokens, &RankGroups::peer);
+  add(config.chunk_tokens, &RankGroups::peer_chunks);
 }
 
 }  // namespace dsinfer::parallel

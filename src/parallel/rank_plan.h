@@ -22,6 +22,8 @@ struct RankGroups {
   // The low-latency expert exchange over `world` (config.low_latency_tokens > 0 and the layout
   // dispatches experts); null otherwise.
   std::unique_ptr<PeerExchange> peer;
+  // Its chunked exchange for larger steps (config.chunk_tokens > 0); null otherwise.
+  std::unique_ptr<PeerExchange> peer_chunks;
 };
 
 // What a module reads: the rank's place and its groups (borrowed from RankGroups).
@@ -31,6 +33,7 @@ struct RankPlan {
   Communicator* attention = nullptr;
   Communicator* across_dp = nullptr;
   PeerExchange* peer = nullptr;
+  PeerExchange* peer_chunks = nullptr;
   // EPLB: the placement of each layer's routed experts, by checkpoint layer index (expert
   // parallelism only). Null, or a layer past its end: the contiguous placement, no replicas.
   const std::vector<ExpertPlacement>* placements = nullptr;
@@ -43,15 +46,16 @@ struct RankPlan {
     return placements && layer < static_cast<int64_t>(placements->size()) ? &(*placements)[layer] : nullptr;
   }
   static RankPlan of(const RankPlace& place, const RankGroups& groups) {
-    return {place, groups.world.get(), groups.attention.get(), groups.across_dp.get(), groups.peer.get(), nullptr,
-            false};
+    return {place,           groups.world.get(),       groups.attention.get(), groups.across_dp.get(),
+            groups.peer.get(), groups.peer_chunks.get(), nullptr,                false};
   }
 };
 
 // Every rank's groups for ranks as threads of one process over CPU tensors (index r: rank r).
 std::vector<RankGroups> make_local_rank_groups(const ParallelConfig& config);
 
-// Gives every rank its low-latency exchange when `config` asks for one (over `device`'s windows).
+// Gives every rank its low-latency and chunked exchanges when `config` asks for them (over
+// windows of `device`'s making).
 void add_peer_exchanges(const ParallelConfig& config, std::vector<RankGroups>& ranks,
                         const std::function<std::shared_ptr<PeerDevice>()>& device);
 

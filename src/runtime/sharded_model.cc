@@ -133,13 +133,15 @@ ShardedModel::~ShardedModel() {
 
 void ShardedModel::set_step_tokens(int64_t tokens) {
   for (parallel::RankGroups& groups : groups_)
-    if (groups.peer) groups.peer->set_step_tokens(tokens);
+    for (parallel::PeerExchange* peer : {groups.peer.get(), groups.peer_chunks.get()})
+      if (peer) peer->set_step_tokens(tokens);
 }
 
-int64_t ShardedModel::low_latency_dispatches() const {
+int64_t ShardedModel::peer_dispatches(bool chunks) const {
   int64_t dispatches = 0;
   for (const parallel::RankGroups& groups : groups_)
-    if (groups.peer) dispatches += groups.peer->dispatches();
+    if (const parallel::PeerExchange* peer = chunks ? groups.peer_chunks.get() : groups.peer.get())
+      dispatches += peer->dispatches();
   return dispatches;
 }
 
@@ -169,7 +171,8 @@ void ShardedModel::on_every_rank(const std::function<void(int)>& task) const {
           for (parallel::Communicator* group : {groups.world.get(), groups.attention.get(), groups.across_dp.get()})
             if (group) group->abort();
         for (const parallel::RankGroups& groups : groups_)
-          if (groups.peer) groups.peer->abort();
+          for (parallel::PeerExchange* peer : {groups.peer.get(), groups.peer_chunks.get()})
+            if (peer) peer->abort();
         broken_ = !groups_.empty();
         lock.lock();
       }

@@ -67,8 +67,9 @@ class ShardedModel {
   // expert dispatch takes steps that fit its buffers; parallel/peer_exchange.h). Negative: unknown,
   // and every dispatch takes the all-to-all.
   void set_step_tokens(int64_t tokens);
-  // The MoE layers' dispatches through the peer buffers so far, over every rank.
-  int64_t low_latency_dispatches() const;
+  // The MoE layers' dispatches through the peer buffers so far, over every rank: the low-latency
+  // ones, or the chunked ones (a round each).
+  int64_t peer_dispatches(bool chunks = false) const;
 
  private:
   class RankThread;

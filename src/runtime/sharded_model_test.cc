@@ -125,7 +125,9 @@ std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
   std::string name = std::string(info.param.fixture) + "_tp" + std::to_string(c.attention_tp) + "_dp" +
                      std::to_string(c.attention_dp) + (c.expert_parallel ? "_ep" : "") +
                      (info.param.redundant_experts ? "_redundant" + std::to_string(info.param.redundant_experts) : "") +
-                     (c.dispatches_experts() ? (c.low_latency_tokens ? "_lowlatency" : "_alltoall") : "");
+                     (c.dispatches_experts() ? (c.low_latency_tokens ? "_lowlatency" : "") +
+                                                   std::string(c.chunk_tokens ? "_chunks" : "_alltoall")
+                                             : "");
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
 }
@@ -150,14 +152,17 @@ TEST_P(ShardedModelTest, EveryStepGivesTheWholeModelsLogits) {
   sharded->on_every_rank([&](int r) { caches[r] = std::make_unique<model::LatentCache>(sharded->rank(r).make_cache(24)); });
 
   Sequences sequences;
-  int64_t low_latency_steps = 0;
+  int64_t low_latency_steps = 0, chunk_rounds = 0;
   for (int step = 0; step <= decodes; ++step) {
     std::vector<Tensor> logits(ranks);  // [its group's sequences, vocab]
     std::vector<int64_t> group_tokens(groups, 0);  // as the executor does: the largest group's tokens
     for (int i = 0; i < 3; ++i) group_tokens[i % groups] += std::ssize(sequences.tokens[i]) - sequences.computed[i];
     const int64_t most = *std::max_element(group_tokens.begin(), group_tokens.end());
     sharded->set_step_tokens(most);
-    low_latency_steps += most <= layout.config.low_latency_tokens;
+    const bool low_latency = most <= layout.config.low_latency_tokens;
+    low_latency_steps += low_latency;
+    if (!low_latency && layout.config.chunk_tokens)
+      chunk_rounds += (most + layout.config.chunk_tokens - 1) / layout.config.chunk_tokens;
     sharded->on_every_rank([&](int r) {
       std::vector<int> mine;
       for (int i = 0; i < 3; ++i)
@@ -188,7 +193,12 @@ TEST_P(ShardedModelTest, EveryStepGivesTheWholeModelsLogits) {
   // groups), at both MoE layers on every rank.
   if (layout.config.dispatches_experts() && layout.config.low_latency_tokens) {
     EXPECT_GE(low_latency_steps, decodes);
-    EXPECT_EQ(sharded->low_latency_dispatches(), 2 * low_latency_steps * ranks);
+    EXPECT_EQ(sharded->peer_dispatches(), 2 * low_latency_steps * ranks);
+  }
+  // The other steps went through the chunked buffers, a round per chunk of their largest group.
+  if (layout.config.dispatches_experts() && layout.config.chunk_tokens) {
+    EXPECT_GT(chunk_rounds, 1);
+    EXPECT_EQ(sharded->peer_dispatches(/*chunks=*/true), 2 * chunk_rounds * ranks);
   }
   // The DP groups' expert loads add up to the whole model's, choice for choice (under EPLB too: the
   // counts are of logical experts, before the map to slots).
@@ -219,6 +229,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"v3-tiny-fp8", {.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 32}},
                       Layout{"v3-tiny", {.attention_dp = 4, .expert_parallel = true, .low_latency_tokens = 32}, 4},
                       Layout{"v2-lite-tiny", {.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 32}},
+                      // Chunked peer buffers of 8 tokens a rank for the larger steps: the prompt
+                      // steps in rounds (5 for the 38 tokens of a group of 2), the decode steps through
+                      // the low-latency buffers of 4, or every step in rounds without them.
+                      Layout{"v3-tiny",
+                             {.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 4, .chunk_tokens = 8}},
+                      Layout{"v3-tiny", {.attention_dp = 4, .expert_parallel = true, .chunk_tokens = 8}, 4},
                       Layout{"v3-tiny", {.attention_dp = 2}},
                       Layout{"v2-lite-tiny", {.attention_tp = 3}},
                       Layout{"v2-lite-tiny", {.attention_tp = 3, .expert_parallel = true}},
@@ -283,7 +299,8 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
     EXPECT_GT(results[i].tokens.size(), 10u);
     EXPECT_EQ(results[i].tokens, expected[i].tokens) << "prompt " << i;
   }
-  if (GetParam().config.low_latency_tokens) EXPECT_GT(sharded->low_latency_dispatches(), 0);
+  if (GetParam().config.low_latency_tokens) EXPECT_GT(sharded->peer_dispatches(), 0);
+  if (GetParam().config.chunk_tokens) EXPECT_GT(sharded->peer_dispatches(/*chunks=*/true), 0);
   // Each DP group's ranks hold a cache of their own: the pool is the groups' caches together.
   EXPECT_EQ(engine.stats().total_pages, config.num_pages * GetParam().config.attention_dp);
   // Every page back in the pool, once the engine thread has finished the requests' bookkeeping.
@@ -338,6 +355,7 @@ std::string engine_layout_name(const ::testing::TestParamInfo<EngineLayout>& inf
   const ParallelConfig& c = info.param.config;
   return "tp" + std::to_string(c.attention_tp) + "_dp" + std::to_string(c.attention_dp) +
          (c.expert_parallel ? "_ep" : "") + (c.low_latency_tokens ? "_lowlatency" + std::to_string(c.low_latency_tokens) : "") +
+         (c.chunk_tokens ? "_chunks" + std::to_string(c.chunk_tokens) : "") +
          (info.param.balance.rebalance_steps ? "_eplb" : "") + (info.param.graphs ? "_graphs" : "");
 }
 
@@ -353,6 +371,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // buffers of 16 tokens a rank: the prompt steps run eagerly through the
                       // all-to-all on every rank, the decode steps replay graphs through the buffers
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 16}, {}, 8},
+                      // the same with the prompt steps through chunked peer buffers of 8 tokens
+                      EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 16, .chunk_tokens = 8},
+                                   {}, 8},
                       // EPLB every 7 steps with graphs: every rank captures them anew after each
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 128},
                                    {.redundant_experts = 2, .rebalance_steps = 7}, 8},

@@ -11,6 +11,8 @@ LAYOUTS = [
     ["--tensor-parallel-size", "2"],                                     # vLLM: TP 2, experts along I
     ["--tensor-parallel-size", "2", "--enable-expert-parallel"],         # vLLM: TP 2 + EP 2
     ["--data-parallel-size", "2", "--enable-expert-parallel"],           # vLLM: DP attention + EP 2
+    ["--data-parallel-size", "2", "--enable-expert-parallel",            # + small peer buffers: the prompt
+     "--num-max-dispatch-tokens-per-rank", "4", "--dispatch-chunk-tokens", "8"],  # in rounds of 8
     ["--tp", "4", "--dp", "2", "--enable-dp-attention", "--ep", "4"],    # SGLang: 2 groups of 2, EP 4
     ["--tp", "2", "--dp", "2", "--enable-dp-attention", "--ep", "2",     # SGLang: + EPLB
      "--enable-eplb", "--ep-num-redundant-experts", "2", "--eplb-rebalance-num-iterations", "16"],
