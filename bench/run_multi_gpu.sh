@@ -6,7 +6,8 @@
 #      peer-buffer kernels, against DeepEP's published figures;
 #   2. `dsinfer bench serve` against `dsinfer serve --device cuda` on DeepSeek-V3's real widths
 #      (dummy FP8 weights, the first 6 layers: 3 dense, 3 MoE), on one GPU and then sharded over
-#      every GPU: DP attention + EP (the peer-buffer dispatch for decode) and TP + EP. The one-GPU
+#      every GPU: DP attention + EP (the peer-buffer dispatch for decode; then for prefill too, in
+#      chunks of 4096 tokens a rank) and TP + EP. The one-GPU
 #      run is the sharded runs' anchor; the figure to read is output tokens/s per GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,13 +54,15 @@ PY
 }
 serve_run 1gpu
 serve_run "dp${gpus}-ep" --data-parallel-size "$gpus" --enable-expert-parallel
+# The prompt steps through the chunked peer buffers instead of NCCL's all-to-all.
+serve_run "dp${gpus}-ep-chunks" --data-parallel-size "$gpus" --enable-expert-parallel --dispatch-chunk-tokens 4096
 serve_run "tp${gpus}-ep" --tensor-parallel-size "$gpus" --enable-expert-parallel
 
 python3 - "$results" "$gpu" "$gpus" <<'PY'
 import json, sys
 results, gpu, gpus = sys.argv[1], sys.argv[2], sys.argv[3]
 one = json.load(open(f"{results}/serve_gpu_v3-6-layers_1gpu_{gpu}x{gpus}.json"))["figures"]
-for name in (f"dp{gpus}-ep", f"tp{gpus}-ep"):
+for name in (f"dp{gpus}-ep", f"dp{gpus}-ep-chunks", f"tp{gpus}-ep"):
     path = f"{results}/serve_gpu_v3-6-layers_{name}_{gpu}x{gpus}.json"
     result = json.load(open(path))
     result["anchor"] = {"name": "the same model and load on one GPU of the same machine, in this run",
