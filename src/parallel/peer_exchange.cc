@@ -91,6 +91,11 @@ void PeerGroup::abort() {
   device_->abort();
 }
 
+void PeerExchange::reserve(backend::Backend& backend, int64_t hidden, int64_t top_k, DType dtype) {
+  shape_ = {group_->ranks(), capacity(), hidden, top_k, dtype};
+  windows_ = group_->windows(backend, rank_, shape_);
+}
+
 void PeerExchange::send(backend::Backend& backend, const Tensor& x, const backend::Routing& routing,
                         int64_t slots_per_rank) {
   DSINFER_CHECK(phase_ == Phase::kIdle, "peer dispatch: the last exchange was not combined");

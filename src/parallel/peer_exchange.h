@@ -133,6 +133,11 @@ class PeerExchange {
   PeerExchange(std::shared_ptr<PeerGroup> group, int rank) : group_(std::move(group)), rank_(rank) {}
   int64_t capacity() const { return group_->capacity(); }
 
+  // Allocates this rank's window for rows of `hidden` values of `dtype` with `top_k` choices (and
+  // waits for every rank's), so that a memory plan made after it counts the windows. The first
+  // dispatch does it otherwise.
+  void reserve(backend::Backend& backend, int64_t hidden, int64_t top_k, DType dtype);
+
   // The most tokens any rank of the group runs in the coming step (the executor knows every
   // rank's batch); a negative count: unknown. The same on every rank.
   void set_step_tokens(int64_t tokens) { step_tokens_ = tokens; }
