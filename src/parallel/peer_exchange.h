@@ -19,15 +19,16 @@
 //             f32, over the ranks that hold one of its choices.
 //
 // No counts come to the host and every shape is fixed, so a step of at most `capacity` tokens a
-// rank waits for no host round trip (and a CUDA graph could hold it). Larger steps (prefill) go
-// through ExpertDispatch's all-to-all: Moe asks fits_step(), and the executor sets the step's
-// largest rank before each step so that every rank takes the same path.
+// rank waits for no host round trip, and CUDA graphs hold it. Larger steps (prefill) go through a
+// second exchange in rounds of its capacity (Moe::in_chunks), or ExpertDispatch's all-to-all: Moe
+// asks fits_step(), and the executor sets the step's largest rank before each step so that every
+// rank takes the same path.
 //
 // Why one window is enough: a rank writes into another's tokens for layer L + 1 only after that
 // rank's combine for layer L reached it, which comes after its experts read layer L's rows; a rank
 // writes results for layer L + 1 only after every token rank's dispatch for L + 1, which comes after
-// that rank summed layer L's results. Signals are counters that only grow (each sender's blocks add
-// one each call), so they are never reset.
+// that rank summed layer L's results (the same holds between the rounds of a chunked layer). Signals
+// are counters that only grow (each sender's blocks add one each call), so they are never reset.
 #pragma once
 
 #include <condition_variable>
@@ -46,7 +47,7 @@ namespace dsinfer::parallel {
 // stack, and takes no negative one).
 inline constexpr int32_t kNoExpert = INT32_MAX;
 
-// The shape of every rank's window: fixed by the first dispatch, the same for every layer.
+// The shape of every rank's window: fixed by reserve() or the first dispatch, the same for every layer.
 struct PeerShape {
   int ranks = 0;
   int64_t capacity = 0;  // tokens a rank sends in one dispatch, at most
