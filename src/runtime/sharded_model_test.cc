@@ -313,6 +313,37 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
   if (GetParam().balance.rebalance_steps) EXPECT_GE(sharded->rebalances(), 10);
 }
 
+// Prefix caching under DP attention loses no hits: a request goes to the group whose cache holds its
+// prompt's prefix (today's engines lose about a factor of dp_size there). Requests one after another
+// that share a long prefix hit the cache as on the whole model, and answer the same.
+TEST(ShardedEngine, PrefixCacheHitsUnderDpAttentionAreTheWholeModels) {
+  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(bundled_model());
+  EngineConfig config = offline_engine_config(2, 200, 8);
+  config.enable_prefix_caching = true;
+  config.cuda_graph_max_batch = 0;
+  RequestOptions options;
+  options.max_tokens = 8;
+  std::vector<int32_t> prefix;
+  for (int i = 0; i < 7; ++i) prefix.insert(prefix.end(), kChatPrompts[1].begin(), kChatPrompts[1].end());
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) {
+    prompts.push_back(prefix);
+    prompts.back().insert(prompts.back().end(), kChatPrompts[i % 3].begin(), kChatPrompts[i % 3].end());
+  }
+  auto run = [&](Engine& engine) {  // one request after another, and the cache's hits
+    std::vector<std::vector<int32_t>> outputs;
+    for (const auto& prompt : prompts) outputs.push_back(complete_request(engine, prompt, options).tokens);
+    return std::make_pair(outputs, engine.stats().prefix_hits);
+  };
+  const auto [whole_outputs, whole_hits] = on_the_whole_model(tokenizer, config, run);
+  auto sharded = load_sharded(bundled_model(), {.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 64});
+  Engine engine(*sharded, tokenizer, config);
+  const auto [outputs, hits] = run(engine);
+  EXPECT_EQ(outputs, whole_outputs);
+  EXPECT_EQ(hits, whole_hits);
+  EXPECT_GE(hits, 3 * 128);  // the 2 full pages of the prefix, for each request after the first
+}
+
 // vLLM's prompt_logprobs under DP attention: each group scores its own sequences' prompt rows and
 // the engine gets them back in its order; two requests at once, each the whole model's scores.
 TEST(ShardedEngine, PromptLogprobsUnderDpAttentionAreTheWholeModels) {
