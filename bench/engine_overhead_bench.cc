@@ -107,10 +107,5 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   dsinfer::keep_freed_memory();  // as the dsinfer binary does
-  try {
-    return dsinfer::bench::run(argc, argv);
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "engine_overhead_bench: %s\n", error.what());
-    return 1;
-  }
+  return dsinfer::bench::run_benchmark("engine_overhead_bench", dsinfer::bench::run, argc, argv);
 }

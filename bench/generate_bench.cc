@@ -87,10 +87,5 @@ int run(int argc, char** argv) {
 }  // namespace dsinfer::bench
 
 int main(int argc, char** argv) {
-  try {
-    return dsinfer::bench::run(argc, argv);
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "generate_bench: %s\n", error.what());
-    return 1;
-  }
+  return dsinfer::bench::run_benchmark("generate_bench", dsinfer::bench::run, argc, argv);
 }

@@ -256,10 +256,5 @@ int probe(int argc, char** argv) {
 }  // namespace dsinfer::server
 
 int main(int argc, char** argv) {
-  try {
-    return dsinfer::server::probe(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "http_connections_probe: %s\n", e.what());
-    return 1;
-  }
+  return dsinfer::bench::run_benchmark("http_connections_probe", dsinfer::server::probe, argc, argv);
 }

@@ -47,7 +47,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -291,17 +290,6 @@ void on_every_rank(int ranks, const std::vector<parallel::RankGroups>* groups, c
 
 // --- Report ---
 
-// The result file's GPU name: "h100" for "cuda: NVIDIA H100 80GB HBM3 (...)", "gpu" for one not listed.
-std::string gpu_tag(const std::string& device) {
-  for (const char* kind : {"H200", "H100", "H800", "H20", "B200", "A100"})
-    if (device.find(kind) != std::string::npos) {
-      std::string tag = kind;
-      std::transform(tag.begin(), tag.end(), tag.begin(), [](unsigned char c) { return std::tolower(c); });
-      return tag;
-    }
-  return "gpu";
-}
-
 // One case's figures: every rank's, printed and added to `figures` (flat keys for the whole, the
 // ranks under "<case>_per_rank").
 void report_case(const Case& c, const std::vector<std::vector<int64_t>>& rows, const std::vector<RankTimes>& times,
@@ -459,10 +447,5 @@ int run(int argc, char** argv) {
 }  // namespace dsinfer::bench
 
 int main(int argc, char** argv) {
-  try {
-    return dsinfer::bench::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dispatch_bench: %s\n", e.what());
-    return 1;
-  }
+  return dsinfer::bench::run_benchmark("dispatch_bench", dsinfer::bench::run, argc, argv);
 }

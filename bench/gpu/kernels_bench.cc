@@ -349,7 +349,7 @@ int run(int argc, char** argv) {
   DSINFER_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const std::string name = prop.name;
   const bool h200 = name.find("H200") != std::string::npos;
-  const std::string tag = h200 ? "h200" : name.find("H100") != std::string::npos ? "h100" : "gpu";
+  const std::string tag = gpu_tag(name);
   std::printf("%s\nmeasuring the ceilings ...\n", gpu_device_name(0).c_str());
   const Ceilings ceilings = measure_ceilings(0);
   std::printf("ceilings: copy %.2f TB/s, BF16 GEMM %.0f TFLOP/s, FP8 GEMM %.0f TFLOP/s\n", ceilings.copy_tb_s,
@@ -401,10 +401,5 @@ int run(int argc, char** argv) {
 }  // namespace dsinfer::bench
 
 int main(int argc, char** argv) {
-  try {
-    return dsinfer::bench::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kernels_bench: %s\n", e.what());
-    return 1;
-  }
+  return dsinfer::bench::run_benchmark("kernels_bench", dsinfer::bench::run, argc, argv);
 }

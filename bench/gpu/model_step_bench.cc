@@ -626,10 +626,7 @@ int run(int argc, char** argv) {
 
   std::string out = flags.has("out") ? flags.get_string("out") : "";
   if (out.empty()) {
-    std::string tag = "cpu";
-    if (on_gpu) tag = device_name.find("H100") != std::string::npos   ? "h100"
-                      : device_name.find("H200") != std::string::npos ? "h200"
-                                                                      : "cuda";
+    const std::string tag = on_gpu ? gpu_tag(device_name, "cuda") : "cpu";
     out = str_cat("bench/results/model_step_", last_path_component(config_dir), "_", tag, ".json");
   }
   write_result(out, result);
@@ -640,10 +637,5 @@ int run(int argc, char** argv) {
 }  // namespace dsinfer::bench
 
 int main(int argc, char** argv) {
-  try {
-    return dsinfer::bench::run(argc, argv);
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "model_step_bench: %s\n", error.what());
-    return 1;
-  }
+  return dsinfer::bench::run_benchmark("model_step_bench", dsinfer::bench::run, argc, argv);
 }

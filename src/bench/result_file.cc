@@ -1,5 +1,6 @@
 #include "bench/result_file.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -10,6 +11,25 @@
 #include "core/strings.h"
 
 namespace dsinfer::bench {
+
+std::string gpu_tag(const std::string& device_name, const std::string& unknown) {
+  for (const char* kind : {"H200", "H100", "H800", "H20", "B200", "A100"})
+    if (device_name.find(kind) != std::string::npos) {
+      std::string tag = kind;
+      for (char& c : tag) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return tag;
+    }
+  return unknown;
+}
+
+int run_benchmark(const char* name, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s: %s\n", name, error.what());
+    return 1;
+  }
+}
 
 std::string cpu_device() {
   std::string name = "unknown";

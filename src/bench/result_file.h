@@ -19,5 +19,11 @@ std::string git_commit();
 std::string utc_now();
 // Adds device/commit/date to `result` (unless set) and writes it, pretty-printed, to `path`.
 void write_result(const std::string& path, Json result);
+// A result file's GPU name: "h200" for "NVIDIA H200 ..." (also h100, h800, h20, b200, a100), or
+// `unknown` for a GPU not listed.
+std::string gpu_tag(const std::string& device_name, const std::string& unknown = "gpu");
+
+// A benchmark's main: run(argc, argv), or "NAME: what went wrong" on stderr and status 1.
+int run_benchmark(const char* name, int (*run)(int, char**), int argc, char** argv);
 
 }  // namespace dsinfer::bench
