@@ -68,9 +68,6 @@ Moe::Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer)
   place_experts(weights, plan_.placement(layer));
   if (config.n_shared_experts > 0) shared_ = std::make_unique<DenseMlp>(weights, prefix + "shared_experts.");
   if (plan_.count_expert_load) load_ = backend_.empty(DType::kI64, {E});  // zeros
-  // The peer buffers now, on every rank at once, so that the memory plan counts them.
-  for (parallel::PeerExchange* peer : {plan_.peer, plan_.peer_chunks})
-    if (peer) peer->reserve(backend_, hidden, config.num_experts_per_tok, backend_.compute_dtype());
 }
 
 void Moe::place_experts(const WeightLoader& weights, const parallel::ExpertPlacement* placement) {

@@ -102,6 +102,14 @@ ShardedModel::ShardedModel(const std::string& dir, const parallel::ParallelConfi
   for (auto& backend : backends_) backends.push_back(backend.get());
   groups_ = make_groups(backends);
   DSINFER_CHECK(static_cast<int>(groups_.size()) == ranks, "made groups for ", groups_.size(), " of ", ranks, " ranks");
+  // The peer buffers before the weights, on every rank at once, so that a memory plan counts them.
+  if (model_config_.n_routed_experts > 0)
+    on_every_rank([&](int r) {
+      for (parallel::PeerExchange* peer : {groups_[r].peer.get(), groups_[r].peer_chunks.get()})
+        if (peer)
+          peer->reserve(*backends_[r], model_config_.hidden_size, model_config_.num_experts_per_tok,
+                        backends_[r]->compute_dtype());
+    });
   for (int r = 0; r < ranks; ++r) {
     plans_.push_back(parallel::RankPlan::of({config, r}, groups_[r]));
     plans_.back().placements = &balance_.placements;
