@@ -299,8 +299,8 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
     EXPECT_GT(results[i].tokens.size(), 10u);
     EXPECT_EQ(results[i].tokens, expected[i].tokens) << "prompt " << i;
   }
-  if (GetParam().config.low_latency_tokens) EXPECT_GT(sharded->peer_dispatches(), 0);
-  if (GetParam().config.chunk_tokens) EXPECT_GT(sharded->peer_dispatches(/*chunks=*/true), 0);
+  if (GetParam().config.low_latency_tokens) { EXPECT_GT(sharded->peer_dispatches(), 0); }
+  if (GetParam().config.chunk_tokens) { EXPECT_GT(sharded->peer_dispatches(/*chunks=*/true), 0); }
   // Each DP group's ranks hold a cache of their own: the pool is the groups' caches together.
   EXPECT_EQ(engine.stats().total_pages, config.num_pages * GetParam().config.attention_dp);
   // Every page back in the pool, once the engine thread has finished the requests' bookkeeping.
@@ -308,21 +308,27 @@ TEST_P(ShardedEngineTest, GreedyRequestsGiveTheWholeModelsTokens) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(engine.stats().free_pages, engine.stats().total_pages);
   // On GPUs the decode steps replayed graphs (the CPU has none).
-  if (GetParam().graphs && !on_cpu()) EXPECT_GT(engine.stats().graph_steps, 50);
+  if (GetParam().graphs && !on_cpu()) { EXPECT_GT(engine.stats().graph_steps, 50); }
   // EPLB placed the experts anew every 7 steps while the requests ran (160 tokens each).
-  if (GetParam().balance.rebalance_steps) EXPECT_GE(sharded->rebalances(), 10);
+  if (GetParam().balance.rebalance_steps) { EXPECT_GE(sharded->rebalances(), 10); }
 }
 
 // Prefix caching under DP attention loses no hits: a request goes to the group whose cache holds its
 // prompt's prefix (today's engines lose about a factor of dp_size there). Requests one after another
-// that share a long prefix hit the cache as on the whole model, and answer the same.
+// that share a long prefix hit the cache as on the whole model, and answer the same. The long
+// repeated prefix is far from what the bundled model was trained on, so its greedy choices there
+// can be near-ties, which bf16 sums in another order (a cached prefix, other ranks) may flip on
+// GPUs: the tokens must agree up to the first step where the whole model's top two are within
+// kNearTie, and there may part.
 TEST(ShardedEngine, PrefixCacheHitsUnderDpAttentionAreTheWholeModels) {
+  constexpr float kNearTie = 0.1f;  // nats between the whole model's top two logprobs
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(bundled_model());
   EngineConfig config = offline_engine_config(2, 200, 8);
   config.enable_prefix_caching = true;
   config.cuda_graph_max_batch = 0;
   RequestOptions options;
   options.max_tokens = 8;
+  options.logprobs = 2;  // the top two
   std::vector<int32_t> prefix;
   for (int i = 0; i < 7; ++i) prefix.insert(prefix.end(), kChatPrompts[1].begin(), kChatPrompts[1].end());
   std::vector<std::vector<int32_t>> prompts;
@@ -330,16 +336,39 @@ TEST(ShardedEngine, PrefixCacheHitsUnderDpAttentionAreTheWholeModels) {
     prompts.push_back(prefix);
     prompts.back().insert(prompts.back().end(), kChatPrompts[i % 3].begin(), kChatPrompts[i % 3].end());
   }
+  struct Output {
+    std::vector<int32_t> tokens;
+    std::vector<TokenLogprob> logprobs;
+  };
   auto run = [&](Engine& engine) {  // one request after another, and the cache's hits
-    std::vector<std::vector<int32_t>> outputs;
-    for (const auto& prompt : prompts) outputs.push_back(complete_request(engine, prompt, options).tokens);
+    std::vector<Output> outputs;
+    for (const auto& prompt : prompts) {
+      Collector collector;
+      engine.submit(prompt, options, collector.sink());
+      collector.wait();
+      outputs.push_back({collector.tokens, collector.logprobs});
+    }
     return std::make_pair(outputs, engine.stats().prefix_hits);
   };
   const auto [whole_outputs, whole_hits] = on_the_whole_model(tokenizer, config, run);
   auto sharded = load_sharded(bundled_model(), {.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 64});
   Engine engine(*sharded, tokenizer, config);
   const auto [outputs, hits] = run(engine);
-  EXPECT_EQ(outputs, whole_outputs);
+  ASSERT_EQ(outputs.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Output &got = outputs[i], &want = whole_outputs[i];
+    ASSERT_EQ(got.tokens.size(), want.tokens.size()) << "prompt " << i;
+    ASSERT_EQ(want.logprobs.size(), want.tokens.size()) << "prompt " << i;
+    for (size_t step = 0; step < want.tokens.size(); ++step) {
+      if (got.tokens[step] == want.tokens[step]) continue;
+      const auto& top = want.logprobs[step].top;
+      ASSERT_EQ(top.size(), 2u) << "prompt " << i << " step " << step;
+      EXPECT_LT(top[0].second - top[1].second, kNearTie)
+          << "prompt " << i << " step " << step << ": token " << got.tokens[step] << ", the whole model's "
+          << want.tokens[step] << " by a clear margin";
+      break;  // the continuations part at a near-tie
+    }
+  }
   EXPECT_EQ(hits, whole_hits);
   EXPECT_GE(hits, 3 * 128);  // the 2 full pages of the prefix, for each request after the first
 }

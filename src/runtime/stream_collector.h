@@ -24,6 +24,7 @@ struct Collector {
   StreamOutput last;
   int deliveries = 0;
   int after_finish = 0;  // deliveries after the last one: must stay 0
+  std::vector<TokenLogprob> logprobs;  // one per new token, when the request asked for them
   std::vector<PromptLogprob> prompt_logprobs;
   std::vector<int> prompt_logprob_deliveries;  // which deliveries (0 the first) carried prompt logprobs
 
@@ -33,6 +34,7 @@ struct Collector {
       if (done) ++after_finish;
       tokens.insert(tokens.end(), output.token_ids.begin(), output.token_ids.end());
       text += output.text;
+      logprobs.insert(logprobs.end(), output.logprobs.begin(), output.logprobs.end());
       if (!output.prompt_logprobs.empty()) {
         prompt_logprob_deliveries.push_back(deliveries);
         prompt_logprobs.insert(prompt_logprobs.end(), output.prompt_logprobs.begin(), output.prompt_logprobs.end());
