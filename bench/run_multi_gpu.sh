@@ -6,8 +6,8 @@
 #      peer-buffer kernels, against DeepEP's published figures;
 #   2. `dsinfer bench serve` against `dsinfer serve --device cuda` on DeepSeek-V3's real widths
 #      (dummy FP8 weights, the first 6 layers: 3 dense, 3 MoE), on one GPU and then sharded over
-#      every GPU: DP attention + EP (the peer-buffer dispatch for decode; then for prefill too, in
-#      chunks of 4096 tokens a rank) and TP + EP. The one-GPU
+#      every GPU: DP attention + EP (the peer-buffer dispatch for decode; prefill through NCCL's
+#      all-to-all, then in peer-buffer chunks of 4096 tokens a rank) and TP + EP. The one-GPU
 #      run is the sharded runs' anchor; the figure to read is output tokens/s per GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,8 +53,8 @@ json.dump(result, open(path, "w"), indent=2)
 PY
 }
 serve_run 1gpu
-serve_run "dp${gpus}-ep" --data-parallel-size "$gpus" --enable-expert-parallel
-# The prompt steps through the chunked peer buffers instead of NCCL's all-to-all.
+# The prompt steps through NCCL's all-to-all, then through the chunked peer buffers (the default).
+serve_run "dp${gpus}-ep" --data-parallel-size "$gpus" --enable-expert-parallel --dispatch-chunk-tokens 0
 serve_run "dp${gpus}-ep-chunks" --data-parallel-size "$gpus" --enable-expert-parallel --dispatch-chunk-tokens 4096
 serve_run "tp${gpus}-ep" --tensor-parallel-size "$gpus" --enable-expert-parallel
 

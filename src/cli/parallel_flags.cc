@@ -29,7 +29,7 @@ void add_parallel_flags(Flags& flags) {
   flags.set_range("num-max-dispatch-tokens-per-rank", 0, 1 << 20);
   flags.add_int("dispatch-chunk-tokens", "DP attention + expert parallelism: steps over the low-latency buffers send "
                 "tokens through peer buffers of this many tokens a rank, in rounds, with no host round trip "
-                "(DeepEP's normal mode); 0: NCCL's all-to-all", 0);
+                "(DeepEP's normal mode); 0: NCCL's all-to-all", 4096);
   flags.set_range("dispatch-chunk-tokens", 0, 1 << 20);
   for (const char* size : {"tensor-parallel-size", "data-parallel-size", "expert-parallel-size"})
     flags.set_range(size, 1, 4096);

@@ -11,6 +11,8 @@ LAYOUTS = [
     ["--tensor-parallel-size", "2"],                                     # vLLM: TP 2, experts along I
     ["--tensor-parallel-size", "2", "--enable-expert-parallel"],         # vLLM: TP 2 + EP 2
     ["--data-parallel-size", "2", "--enable-expert-parallel"],           # vLLM: DP attention + EP 2
+    ["--data-parallel-size", "2", "--enable-expert-parallel",            # the same through the all-to-all
+     "--num-max-dispatch-tokens-per-rank", "0", "--dispatch-chunk-tokens", "0"],
     ["--data-parallel-size", "2", "--enable-expert-parallel",            # + small peer buffers: the prompt
      "--num-max-dispatch-tokens-per-rank", "4", "--dispatch-chunk-tokens", "8"],  # in rounds of 8
     ["--tp", "4", "--dp", "2", "--enable-dp-attention", "--ep", "4"],    # SGLang: 2 groups of 2, EP 4
