@@ -33,9 +33,10 @@
 //     tmp[4j + 2h + e] = D[16 (warp % 4) + g + 8h][8j + 2c + e] (g = lane / 4, c = lane % 4), i.e.
 //     weight row n0 + 64w + 16 (warp % 4) + g + 8h and token t0 + 8j + 2c + e.
 //   epilogue: y[t][n] = acc (transposed; tokens >= m_g and rows >= N are not written), or with
-//     split-K: the partial tile to the workspace (float4 a thread per j, coalesced), a fence, one
-//     atomicAdd on the tile's counter; the block that sees splits - 1 resets the counter to 0, adds
-//     the partials in split order 0..splits-1 (its own from registers) and writes y.
+//     split-K: the partial tile to the workspace (float4 a thread per j, coalesced), a barrier, one
+//     release-acquire add on the tile's counter; the block that sees splits - 1 resets the counter
+//     to 0, copies the other partials into its ring (cp.async, all in flight together), adds them
+//     in split order 0..splits-1 (its own from registers) and writes y.
 // Programmatic launch: the producer issues the first ring's weight boxes, then griddepcontrol.wait,
 // then their q boxes; the consumers wait before reading any token scale.
 #include "backend/cuda/fp8_gemm_wgmma.h"
@@ -44,8 +45,10 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 
 #include "backend/cuda/cuda_check.h"
@@ -202,6 +205,8 @@ __global__ void __launch_bounds__(Config<kRows, kBn>::kThreads, 1)
   if (warp == C::kConsumerWarps) {
     // ---- producer: one lane issues every TMA box ----
     if (lane == 0) {
+      tma_prefetch_descriptor(&w_map);
+      tma_prefetch_descriptor(&q_map);
       const int w_row = group * p.n + n0;                 // < 2^31 (fp8_wgmma_supported)
       const int q_row = group * p.group_rows + t0;
       const int prologue = min(stages, num_kb);
@@ -242,15 +247,21 @@ __global__ void __launch_bounds__(Config<kRows, kBn>::kThreads, 1)
 
   // Every scale of this unit into shared memory (one weight scale and kBn token scales a K block),
   // by all consumer threads at once, while the producer's first boxes land. Tokens past the group's
-  // rows get 0 (their q rows may hold anything; their columns are never written).
+  // rows get 0 (their q rows may hold anything; their columns are never written). cp.async, so that
+  // every copy is in flight together: one memory latency, where loads and stores in a loop waited
+  // for one latency a round (at K = 7168 and 64 tokens, 15 rounds: ~10 us on an H200).
   for (int index = threadIdx.x; index < num_kb * (kBn + 1); index += C::kConsumerThreads) {
     if (index < num_kb) {
-      w_scales[index] = __ldg(w_scale + kb_begin + index);
+      cp_async_4(smem_address(w_scales + index), w_scale + kb_begin + index, true);
     } else {
       const int i = (index - num_kb) / kBn, token = (index - num_kb) % kBn;
-      x_scales[i * kBn + token] = token < valid_tokens ? x_scale[(kb_begin + i) * p.scale_stride + token] : 0.0f;
+      const bool valid = token < valid_tokens;
+      cp_async_4(smem_address(x_scales + i * kBn + token),
+                 valid ? x_scale + (kb_begin + i) * p.scale_stride + token : x_scale, valid);
     }
   }
+  cp_async_commit();
+  cp_async_wait_all();
   named_barrier_sync(kNamedBarrier, C::kConsumerThreads);
 
   int stage = 0;
@@ -298,40 +309,58 @@ __global__ void __launch_bounds__(Config<kRows, kBn>::kThreads, 1)
 #pragma unroll
   for (int j = 0; j < kBn / 8; ++j)
     mine[j * C::kConsumerThreads + consumer] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-  __threadfence();  // each thread's partial is visible device-wide before the tile's counter moves
+  // One release-acquire add a block (CUTLASS's split-K semaphore): the barrier orders every
+  // consumer's partial before consumer 0's add, whose release makes them visible with it; the last
+  // block's acquire, and the barrier after it, make every other block's partials visible to all its
+  // consumers. (A fence a thread before the barrier, and fences around the add, cost two more
+  // memory round trips in the last block's chain.)
   named_barrier_sync(kNamedBarrier, C::kConsumerThreads);
   if (consumer == 0) {
-    __threadfence();
-    const int arrived = atomicAdd(p.counters + tile, 1);
-    const bool last = arrived == p.splits - 1;
+    const bool last = atomic_add_acq_rel_gpu(p.counters + tile, 1) == p.splits - 1;
     // Every split has arrived: nothing else touches the counter in this launch. Zero it for the next.
     if (last) p.counters[tile] = 0;
-    __threadfence();
     *last_flag = last ? 1 : 0;
   }
   named_barrier_sync(kNamedBarrier, C::kConsumerThreads);
   if (*last_flag == 0) return;
-  __threadfence();
 
-  // Split order 0, 1, ..., splits - 1 whichever block is last: the same bits every time. L2 loads
-  // (ld.global.cg): the other blocks' partials were never in this SM's L1 in this launch, but an
-  // earlier launch may have left lines of the same addresses there.
-  float sum[C::kAccumulators];
+  // The other splits' partials come into the ring (free now: every stage has been consumed) by
+  // cp.async from L2 (.cg: never a stale line of an earlier launch in this SM's L1), as many splits
+  // at once as the ring holds, so that the last block waits one memory latency for them instead of
+  // one a split. A thread reads back only its own copies: no barrier. Then the sum in split order
+  // 0, 1, ..., splits - 1, whichever block is last: the same bits every time.
+  float4* staging = reinterpret_cast<float4*>(smem_raw + (base - raw_address));
+  constexpr int kSlotFloat4s = (kBn / 8) * C::kConsumerThreads;  // one split's partial tile
+  const int batch = max(1, stages * C::kStageBytes / (kSlotFloat4s * 16));
+  float4 total[kBn / 8];
+  for (int s0 = 0; s0 < p.splits; s0 += batch) {
+    const int s1 = min(s0 + batch, p.splits);
+    for (int s = s0; s < s1; ++s) {
+      if (s == split) continue;
 #pragma unroll
-  for (int j = 0; j < kBn / 8; ++j) {
-    float4 total = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s = 0; s < p.splits; ++s) {
-      const float4* theirs = tile_partials + (int64_t{s} * (kBn / 8) + j) * C::kConsumerThreads + consumer;
-      const float4 v = s == split ? make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3])
-                                  : __ldcg(theirs);
-      if (s == 0) {
-        total = v;
-      } else {
-        total.x += v.x, total.y += v.y, total.z += v.z, total.w += v.w;
+      for (int j = 0; j < kBn / 8; ++j)
+        cp_async_16(staging + ((s - s0) * (kBn / 8) + j) * C::kConsumerThreads + consumer,
+                    tile_partials + (int64_t{s} * (kBn / 8) + j) * C::kConsumerThreads + consumer, true);
+    }
+    cp_async_commit();
+    cp_async_wait_all();
+    for (int s = s0; s < s1; ++s) {
+#pragma unroll
+      for (int j = 0; j < kBn / 8; ++j) {
+        const float4 v = s == split ? make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3])
+                                    : staging[((s - s0) * (kBn / 8) + j) * C::kConsumerThreads + consumer];
+        if (s == 0) {
+          total[j] = v;
+        } else {
+          total[j].x += v.x, total[j].y += v.y, total[j].z += v.z, total[j].w += v.w;
+        }
       }
     }
-    sum[4 * j] = total.x, sum[4 * j + 1] = total.y, sum[4 * j + 2] = total.z, sum[4 * j + 3] = total.w;
   }
+  float sum[C::kAccumulators];
+#pragma unroll
+  for (int j = 0; j < kBn / 8; ++j)
+    sum[4 * j] = total[j].x, sum[4 * j + 1] = total[j].y, sum[4 * j + 2] = total[j].z, sum[4 * j + 3] = total[j].w;
   store_fragment<kBn>(p, sum, group, row, t0, valid_tokens, c);
 }
 
@@ -371,30 +400,56 @@ int stages_for(int64_t k_blocks, int splits) {
   return static_cast<int>(std::clamp<int64_t>(per_split, 2, kFp8WgmmaMaxStages));
 }
 
-// The chooser's model of the GPU, in bytes per nanosecond (H100 / H200 orders of magnitude, not
-// measured fits): a tiling's time is the slowest of HBM (each weight tile once), L2 (every unit's
-// boxes) and the busiest SM (its units one after another, at the rate its ring keeps in flight over
-// a loaded memory latency, capped), plus the reduction of split-K. The per-SM cap is what makes a
-// product with fewer tiles than SMs split K: one SM cannot stream a 1/64th share of HBM.
-constexpr double kHbmBytesPerNs = 4000;
-constexpr double kL2BytesPerNs = 8000;
-constexpr double kSmMaxBytesPerNs = 80;
-constexpr double kMemoryLatencyNs = 1200;
-constexpr double kSplitFixedNs = 500;      // fences, the counter, the last block's tail
-constexpr double kReduceBytesPerNs = 100;  // the last block reading the other partials
+// Blocks of a kernel one SM holds with `smem` bytes of dynamic shared memory each: the least of its
+// shared memory (228 KB, 1 KB reserved a block), registers (65536, allocated 256 a warp) and
+// threads (2048). The kernels' register counts are read once from the driver.
+int blocks_per_sm(const Built& b, int smem) {
+  static const std::array<int, std::size(kBuilt)> registers = [] {
+    std::array<int, std::size(kBuilt)> r{};
+    for (size_t i = 0; i < std::size(kBuilt); ++i) {
+      cudaFuncAttributes attributes{};
+      DSINFER_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kBuilt[i].kernel));
+      r[i] = attributes.numRegs;
+    }
+    return r;
+  }();
+  const int warps = b.threads / 32;
+  const int warp_registers = (registers[&b - kBuilt] * 32 + 255) / 256 * 256;
+  return std::max(1, std::min({(228 * 1024) / (smem + 1024), 65536 / warp_registers / warps, 2048 / b.threads}));
+}
+
+// The chooser's model of the GPU, fitted to fp8_gemm_wgmma_check's timings of every tiling on an
+// H200 at DeepSeek-V3's four shapes and 8, 32 and 64 tokens (its picks there come within 5% of the
+// fastest measured; the previous, unfitted model's within 13%). A tiling's time is the longer of
+// the weights' stream over the chip (HBM) and the busiest SM's units one wave after another, each
+// unit at the rate its ring keeps in flight over a loaded memory latency, capped at an SM's share
+// of the stream (split between the blocks it holds), plus a quarter of the shorter (the two never
+// overlap fully), a quarter of a unit for every wave after the first, and split-K's tail.
+constexpr double kHbmBytesPerNs = 3300;
+constexpr double kSmMaxBytesPerNs = 60;
+constexpr double kMemoryLatencyNs = 2000;
+constexpr double kBoundOverlap = 0.25;
+constexpr double kLaterWave = 0.25;
+constexpr double kSplitFixedNs = 800;     // the last block's chain: the add, the partials' copy, the stores
+constexpr double kSplitExtraNs = 300;     // each split past the second
 
 double model_ns(const Fp8WgmmaTiling& t, int64_t max_m, int64_t n, int64_t k, int64_t groups, int sm_count) {
   const int64_t k_blocks = k / kBlockK;
-  const int64_t tiles = groups * ceil_div(n, t.rows) * ceil_div(max_m, t.bn);
-  const int64_t units = tiles * t.splits;
-  const double unit_bytes = static_cast<double>(ceil_div(k_blocks, t.splits)) * (t.rows + t.bn) * kRowBytes;
-  const double in_flight = static_cast<double>(t.stages) * (t.rows + t.bn) * kRowBytes;
-  const double sm_rate = std::min(in_flight / kMemoryLatencyNs, kSmMaxBytesPerNs);
-  const double waves = static_cast<double>(ceil_div(units, std::max(sm_count, 1)));
+  const int64_t kb_per_split = ceil_div(k_blocks, t.splits);
+  const int stages = static_cast<int>(std::min<int64_t>(t.stages, kb_per_split));
+  const double stage_bytes = static_cast<double>(t.rows + t.bn) * kRowBytes;
+  const int64_t units = groups * ceil_div(n, t.rows) * ceil_div(max_m, t.bn) * t.splits;
+  const int64_t sms = std::max(sm_count, 1);
+  const int64_t per_sm =
+      blocks_per_sm(*find_built(t.rows, t.bn), smem_bytes(t.rows, t.bn, stages, static_cast<int>(kb_per_split)));
+  const double resident = static_cast<double>(std::min(per_sm, ceil_div(units, sms)));
+  const double rate = std::min(stages * stage_bytes / kMemoryLatencyNs, kSmMaxBytesPerNs / resident);
+  const double unit_ns = static_cast<double>(kb_per_split) * stage_bytes / rate;
+  const double waves = static_cast<double>(ceil_div(units, sms * per_sm));
+  const double sm = waves * unit_ns;
   const double hbm = static_cast<double>(groups * ceil_div(n, t.rows) * t.rows) * k / kHbmBytesPerNs;
-  const double l2 = units * unit_bytes / kL2BytesPerNs;
-  double ns = std::max({hbm, l2, waves * unit_bytes / sm_rate});
-  if (t.splits > 1) ns += kSplitFixedNs + (t.splits - 1) * t.rows * t.bn * 4.0 / kReduceBytesPerNs;
+  double ns = std::max(hbm, sm) + kBoundOverlap * std::min(hbm, sm) + kLaterWave * (waves - 1) * unit_ns;
+  if (t.splits > 1) ns += kSplitFixedNs + kSplitExtraNs * (t.splits - 2);
   return ns;
 }
 
@@ -436,15 +491,20 @@ Fp8WgmmaTiling choose_fp8_wgmma_tiling(int64_t max_m, int64_t n, int64_t k, int6
   best.splits = 1;
   best.stages = stages_for(k_blocks, 1);
   double best_ns = std::numeric_limits<double>::infinity();
-  // Fewer splits first, then the larger tile (q is re-read once per weight tile); a later candidate
-  // must be more than 1% faster in the model to win.
+  // Fewer splits first, then the larger tile (q is re-read once per weight tile), then the longer
+  // ring (a shorter one lets an SM hold more blocks); a later candidate must be more than 1% faster
+  // in the model to win.
   for (int splits = 1; splits <= std::min<int64_t>(k_blocks, 16); ++splits) {
     for (int rows : {128, 64}) {
-      Fp8WgmmaTiling t{best.bn, rows, splits, stages_for(k_blocks, splits)};
-      const int64_t tiles = groups * ceil_div(n, rows) * ceil_div(max_m, t.bn);
-      if (splits > 1 && tiles > kFp8WgmmaMaxSplitTiles) continue;
-      const double ns = model_ns(t, max_m, n, k, groups, sm_count);
-      if (ns < best_ns * 0.99) best = t, best_ns = ns;
+      const int longest = stages_for(k_blocks, splits);
+      for (int stages : {longest, 4, 3}) {
+        if (stages > longest) continue;  // (a repeat of the longest cannot win)
+        Fp8WgmmaTiling t{best.bn, rows, splits, stages};
+        const int64_t tiles = groups * ceil_div(n, rows) * ceil_div(max_m, t.bn);
+        if (splits > 1 && tiles > kFp8WgmmaMaxSplitTiles) continue;
+        const double ns = model_ns(t, max_m, n, k, groups, sm_count);
+        if (ns < best_ns * 0.99) best = t, best_ns = ns;
+      }
     }
   }
   return best;

@@ -53,6 +53,12 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 
 // ---- TMA ----
 
+// Fetches a tensor map (a __grid_constant__ parameter) into the TMA unit's descriptor cache ahead of
+// its first box.
+__device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+}
+
 // One box of a 2D tensor map at (column, row) into shared memory at `dst`; the bytes are counted on
 // `bar` (whose expected transaction count the caller has raised).
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int column, int row, uint32_t bar) {
@@ -95,6 +101,15 @@ __device__ __forceinline__ void bulk_wait_group() { asm volatile("cp.async.bulk.
 // 4 bytes from global to shared memory at `dst` (zeros, and no read, when !valid).
 __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+
+// Adds to a counter in global memory and returns its old value, with release (this thread's earlier
+// writes, and those ordered before them by a barrier, are visible before the add) and acquire (what
+// the other adders released is visible after it) at GPU scope.
+__device__ __forceinline__ int atomic_add_acq_rel_gpu(int* counter, int value) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(counter), "r"(value) : "memory");
+  return old;
 }
 
 // An arrival on `bar` once every cp.async this thread issued before has landed. noinc: the arrival
