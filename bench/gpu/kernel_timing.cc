@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "kernel_activity.h"
 #include "backend/cuda/random_fill.h"
 #include "core/error.h"
 
@@ -32,8 +33,23 @@ Timer::~Timer() {
   for (cudaEvent_t event : events_) cudaEventDestroy(event);
 }
 
+namespace {
+
+double median(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  const size_t n = times.size();
+  return n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
+}  // namespace
+
 double Timer::median_us(const std::function<void()>& call) {
   for (int i = 0; i < kWarmups; ++i) call();
+  KernelActivity* activity = KernelActivity::get();
+  if (activity != nullptr) {
+    DSINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the warm-ups' records are dropped
+    activity->begin();
+  }
   for (int run = 0; run < runs_; ++run) {
     DSINFER_CUDA_CHECK(cudaMemsetAsync(flush_.get(), run & 0xff, flush_.bytes(), stream_));
     DSINFER_CUDA_CHECK(cudaEventRecord(events_[2 * run], stream_));
@@ -47,9 +63,9 @@ double Timer::median_us(const std::function<void()>& call) {
     DSINFER_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[2 * run], events_[2 * run + 1]));
     times.push_back(ms * 1e3);
   }
-  std::sort(times.begin(), times.end());
-  const size_t n = times.size();
-  return n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+  const std::vector<double> spans = activity != nullptr ? activity->spans_us(runs_) : std::vector<double>{};
+  kernel_median_us_ = spans.empty() ? 0 : median(spans);
+  return median(times);
 }
 
 void fill(void* data, DType dtype, int64_t n, uint64_t seed, float low, float high, cudaStream_t stream) {

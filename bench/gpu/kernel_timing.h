@@ -4,7 +4,8 @@
 // Timing (issue 8, ANCHORS.md): the L2 flushed before each call by a 256 MiB cudaMemsetAsync outside
 // the timed region, CUDA events around the one call, the median of `runs` after warm-ups. All runs
 // are queued before waiting, so each call is already queued when the GPU reaches it: the events time
-// the GPU's work, not the host's launch (closer to the kernel times of ANCHORS.md's H200 tables).
+// the GPU's work, not the host's launch. Beside them, where libcupti loads (kernel_activity.h), the
+// same runs' kernel times from the GPU's own timestamps: what ANCHORS.md's H200 tables hold.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -45,10 +46,15 @@ class Timer {
   // Median microseconds of one call of `call` (which only queues its work on the stream), the L2
   // flushed before each.
   double median_us(const std::function<void()>& call);
+  // For the last median_us: the median over its runs of the span from the call's first kernel's
+  // start to its last kernel's end, from CUPTI's records; 0 when there are none (no libcupti, or a
+  // call that queues memsets of its own).
+  double kernel_median_us() const { return kernel_median_us_; }
 
  private:
   cudaStream_t stream_;
   int runs_;
+  double kernel_median_us_ = 0;
   Buffer flush_;
   std::vector<cudaEvent_t> events_;  // a start and a stop per run
 };

@@ -32,7 +32,6 @@
 #include <cstdio>
 #include <map>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -77,13 +76,16 @@ struct AnchorColumns {
   std::string ratio = "-";
 };
 
-// Our `us` for case `key` against the anchor's `anchor_us` (0: none for this case or this GPU):
-// the anchor's time goes to `anchors`, the ratio (anchor time / ours) to `figures` as key +
+// Our time for case `key` against the anchor's `anchor_us` (0: none for this case or this GPU),
+// like with like: the anchors are kernel times, so ours is `gpu_us` (the timer's kernel time from
+// CUPTI's records) where there is one, else `us` (CUDA events, which hold the launch too). The
+// anchor's time goes to `anchors`, the ratio (anchor time / ours) to `figures` as key +
 // ratio_suffix.
-AnchorColumns compare_with_anchor(const std::string& key, double us, double anchor_us, const char* ratio_suffix,
-                                  Json& figures, Json& anchors) {
+AnchorColumns compare_with_anchor(const std::string& key, double us, double gpu_us, double anchor_us,
+                                  const char* ratio_suffix, Json& figures, Json& anchors) {
   AnchorColumns columns;
   if (anchor_us <= 0) return columns;
+  if (gpu_us > 0) us = gpu_us;
   anchors[key + "_us"] = anchor_us;
   figures[key + ratio_suffix] = anchor_us / us;
   columns.time = str_cat(anchor_us);
@@ -93,7 +95,8 @@ AnchorColumns compare_with_anchor(const std::string& key, double us, double anch
 
 void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json& figures, Json& anchors) {
   std::printf("\nMLA decode, BF16 paged cache (page 64, 576 / 512)\n");
-  std::printf("  heads  q  batch  cache        us   TFLOP/s    TB/s   FlashMLA us   ratio\n");
+  std::printf("  (us: CUDA events around the call; gpu us: its kernel time from CUPTI, as FlashMLA's figures)\n");
+  std::printf("  heads  q  batch  cache        us    gpu us   TFLOP/s    TB/s   FlashMLA us   ratio\n");
   const int width = backend::cuda::kMlaCacheWidth, page = backend::cuda::kMlaPageSize;
   for (int heads : {128, 16})
     for (int q : {1, 2})
@@ -137,6 +140,7 @@ void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json&
           args.scratch_bytes = scratch.bytes();
           const double us =
               timer.median_us([&] { backend::cuda::mla_decode(args, backend::cuda::MlaDecodeKernel::kWgmma, stream); });
+          const double gpu_us = timer.kernel_median_us();
           // Each query token attends to about `cache` rows (the last q tokens see slightly fewer).
           const double flops = 2.0 * heads * double(cache) * (576 + 512) * tokens;
           const double bytes = double(batch) * cache * width * 2;
@@ -146,19 +150,25 @@ void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json&
             if (a.heads == heads && a.q == q && a.batch == batch && a.cache == cache) anchor = a.us;
           const std::string key = str_cat("mla_h", heads, "_q", q, "_b", batch, "_c", cache);
           figures[key + "_us"] = us;
+          if (gpu_us > 0) figures[key + "_gpu_us"] = gpu_us;
           figures[key + "_tflops"] = tflops;
           figures[key + "_tb_s"] = tbs;
           const AnchorColumns compared =
-              compare_with_anchor(key, us, h200 ? anchor : 0, "_vs_flashmla", figures, anchors);
-          std::printf("  %5d %2d %6d %6d %9.1f %9.1f %7.2f %13s %7s\n", heads, q, batch, cache, us, tflops, tbs,
-                      compared.time.c_str(), compared.ratio.c_str());
+              compare_with_anchor(key, us, gpu_us, h200 ? anchor : 0, "_vs_flashmla", figures, anchors);
+          std::printf("  %5d %2d %6d %6d %9.1f %9.1f %9.1f %7.2f %13s %7s\n", heads, q, batch, cache, us, gpu_us,
+                      tflops, tbs, compared.time.c_str(), compared.ratio.c_str());
         }
 }
 
 // Our FP8 kernel alone on activations quantized beforehand, as DeepGEMM's figures are its kernel
 // alone: the tiled kernel where fp8_tiled_preferred says so, else the swap-AB kernel, each with the
-// configuration its chooser picks. Returns {us, the kernel and configuration}.
-std::pair<double, std::string> fp8_kernel_us(Timer& timer, cudaStream_t stream, const bf16* x, const void* w,
+// configuration its chooser picks.
+struct KernelTime {
+  double us = 0;      // CUDA events
+  double gpu_us = 0;  // CUPTI's kernel time (0: none)
+  std::string config;
+};
+KernelTime fp8_kernel_us(Timer& timer, cudaStream_t stream, const bf16* x, const void* w,
                                              const float* w_scale, void* y, int64_t m, int64_t n, int64_t k,
                                              int sm_count) {
   const int64_t t4 = (m + 3) / 4 * 4;
@@ -177,7 +187,8 @@ std::pair<double, std::string> fp8_kernel_us(Timer& timer, cudaStream_t stream, 
   g.k = k;
   if (backend::cuda::fp8_tiled_preferred(m, n, k, 1, sm_count)) {
     const backend::cuda::Fp8TiledConfig config = backend::cuda::choose_fp8_tiled_config(m, n, k, 1, sm_count);
-    return {timer.median_us([&] { backend::cuda::fp8_tiled_gemm(g, config, stream); }), config.describe()};
+    const double us = timer.median_us([&] { backend::cuda::fp8_tiled_gemm(g, config, stream); });
+    return {us, timer.kernel_median_us(), config.describe()};
   }
   const backend::cuda::Fp8WgmmaTiling tiling = backend::cuda::choose_fp8_wgmma_tiling(m, n, k, 1, sm_count);
   Buffer workspace(backend::cuda::fp8_wgmma_workspace_bytes(tiling, m, n, 1));
@@ -188,7 +199,8 @@ std::pair<double, std::string> fp8_kernel_us(Timer& timer, cudaStream_t stream, 
   g.workspace_bytes = workspace.bytes();
   g.tile_counters = tile_counters.get<int32_t>();
   g.tile_counter_capacity = counters;
-  return {timer.median_us([&] { backend::cuda::fp8_wgmma_gemm(g, tiling, stream); }), tiling.describe()};
+  const double us = timer.median_us([&] { backend::cuda::fp8_wgmma_gemm(g, tiling, stream); });
+  return {us, timer.kernel_median_us(), tiling.describe()};
 }
 
 void gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, const Ceilings& ceilings, Json& figures,
@@ -197,8 +209,9 @@ void gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, cons
               "  (quantization + GEMM) beside cuBLASLt's; from 64 rows also our kernel alone (\"kernel us\", the\n"
               "  tiled or swap-AB kernel and the configuration their choosers pick), which DeepGEMM's kernel-only\n"
               "  figures are compared with\n");
-  std::printf("      M      N      K        us   TFLOP/s  weight TB/s   of copy  cuBLASLt us   ratio  kernel us  kernel TFLOP/s"
-              "   DeepGEMM us   ratio\n");
+  std::printf("  (gpu us: the kernel's time from CUPTI, as DeepGEMM's figures, which the ratio compares it with)\n");
+  std::printf("      M      N      K        us   TFLOP/s  weight TB/s   of copy  cuBLASLt us   ratio  kernel us     gpu us"
+              "  kernel TFLOP/s   DeepGEMM us   ratio\n");
   const backend::cuda::CudaOptions defaults;
   backend::cuda::GemmOptions options;  // as the CUDA backend sets them (CudaOptions' defaults)
   options.fp8_fallback_max_rows = defaults.fp8_gemv_max_rows;
@@ -232,11 +245,10 @@ void gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, cons
       args.scratch_bytes = scratch.bytes();
       const double us = timer.median_us([&] { production.linear(args, stream); });
       const double cublas_us = timer.median_us([&] { cublas.linear(args, stream); });
-      double kernel_us = 0;
-      std::string kernel;
+      KernelTime kernel;
       if (m >= 64)
-        std::tie(kernel_us, kernel) =
-            fp8_kernel_us(timer, stream, x.get<bf16>(), w.get(), scale.get<float>(), y.get(), m, n, k, sm_count);
+        kernel = fp8_kernel_us(timer, stream, x.get<bf16>(), w.get(), scale.get<float>(), y.get(), m, n, k, sm_count);
+      const double kernel_us = kernel.us;
       const double tflops = 2.0 * m * n * k / us / 1e6, tbs = double(n) * k / us / 1e6;
       double anchor = 0;
       for (const GemmAnchor& a : kDeepGemmH200)
@@ -247,17 +259,18 @@ void gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, cons
       figures[key + "_weight_tb_s"] = tbs;
       figures[key + "_cublaslt_us"] = cublas_us;
       if (kernel_us > 0) figures[key + "_kernel_us"] = kernel_us;
-      const AnchorColumns compared = compare_with_anchor(key, kernel_us > 0 ? kernel_us : us, h200 ? anchor : 0,
-                                                         "_vs_deepgemm", figures, anchors);
+      if (kernel.gpu_us > 0) figures[key + "_kernel_gpu_us"] = kernel.gpu_us;
+      const AnchorColumns compared = compare_with_anchor(key, kernel_us > 0 ? kernel_us : us, kernel.gpu_us,
+                                                         h200 ? anchor : 0, "_vs_deepgemm", figures, anchors);
       std::printf("  %5d %6lld %6lld %9.1f %9.1f %12.2f %8.0f%% %12.1f %7.2f", m, static_cast<long long>(n),
                   static_cast<long long>(k), us, tflops, tbs, 100.0 * tbs / ceilings.copy_tb_s, cublas_us,
                   cublas_us / us);
       if (kernel_us > 0) {
-        std::printf(" %10.1f %15.1f", kernel_us, 2.0 * m * n * k / kernel_us / 1e6);
+        std::printf(" %10.1f %10.1f %15.1f", kernel_us, kernel.gpu_us, 2.0 * m * n * k / kernel_us / 1e6);
       } else {
-        std::printf(" %10s %15s", "", "");
+        std::printf(" %10s %10s %15s", "", "", "");
       }
-      std::printf(" %13s %7s   %s\n", compared.time.c_str(), compared.ratio.c_str(), kernel.c_str());
+      std::printf(" %13s %7s   %s\n", compared.time.c_str(), compared.ratio.c_str(), kernel.config.c_str());
     }
   }
   std::printf("  (ceilings of this run: FP8 GEMM %.0f TFLOP/s, copy %.2f TB/s)\n", ceilings.fp8_tflops, ceilings.copy_tb_s);
@@ -271,7 +284,7 @@ void gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, cons
 void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, const Ceilings& ceilings,
                         Json& figures, Json& anchors) {
   std::printf("\nGrouped FP8 GEMM, masked (decode MoE): 32 experts, rows per expert drawn in [m/2, 3m/2], bf16 out\n");
-  std::printf("  expected m      N      K  group rows        us  weight TB/s  of copy   DeepGEMM us   ratio\n");
+  std::printf("  expected m      N      K  group rows        us    gpu us  weight TB/s  of copy   DeepGEMM us   ratio\n");
   struct Case { int m, n, k; double deepgemm_us; };
   constexpr int kExperts = 32;
   for (const Case& c : {Case{20, 4096, 7168, 240}, Case{20, 7168, 2048, 132}, Case{192, 4096, 7168, 364},
@@ -325,14 +338,16 @@ void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h2
         backend::cuda::fp8_wgmma_gemm(g, tiling, stream);
       }
     });
+    const double gpu_us = timer.kernel_median_us();
     const double tbs = double(kExperts) * c.n * c.k / us / 1e6;
     const std::string key = str_cat("grouped_masked_m", c.m, "_n", c.n, "_k", c.k);
     figures[key + "_us"] = us;
+    if (gpu_us > 0) figures[key + "_gpu_us"] = gpu_us;
     figures[key + "_weight_tb_s"] = tbs;
     const AnchorColumns compared =
-        compare_with_anchor(key, us, h200 ? c.deepgemm_us : 0, "_vs_deepgemm", figures, anchors);
-    std::printf("  %10d %6d %6d %11lld %9.1f %12.2f %7.0f%% %13s %7s   (%s)\n", c.m, c.n, c.k,
-                static_cast<long long>(group_rows), us, tbs, 100 * tbs / ceilings.copy_tb_s, compared.time.c_str(),
+        compare_with_anchor(key, us, gpu_us, h200 ? c.deepgemm_us : 0, "_vs_deepgemm", figures, anchors);
+    std::printf("  %10d %6d %6d %11lld %9.1f %9.1f %12.2f %7.0f%% %13s %7s   (%s)\n", c.m, c.n, c.k,
+                static_cast<long long>(group_rows), us, gpu_us, tbs, 100 * tbs / ceilings.copy_tb_s, compared.time.c_str(),
                 compared.ratio.c_str(), tiled ? config.describe().c_str() : tiling.describe().c_str());
   }
 }
@@ -380,7 +395,9 @@ int run(int argc, char** argv) {
   result["device"] = gpu_device_name(0);
   Json config;
   config["runs"] = runs;
-  config["timing"] = "CUDA events around one call, L2 flushed (256 MiB memset) before each, median";
+  config["timing"] = "CUDA events around one call, L2 flushed (256 MiB memset) before each, median; *_gpu_us: the "
+                     "same runs' kernel time (first kernel start to last kernel end) from CUPTI's activity records, "
+                     "median, which the *_vs_* ratios use where present (ANCHORS.md's figures are kernel times)";
   result["config"] = config;
   figures["ceiling_copy_tb_s"] = ceilings.copy_tb_s;
   figures["ceiling_bf16_tflops"] = ceilings.bf16_tflops;
