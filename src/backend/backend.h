@@ -265,6 +265,9 @@ class Backend {
   // The dtype of the activations the ops return (f32 on the CPU, bf16 on the GPU). Weights the model
   // derives at load time (the absorbed MLA matrices) are stored in it.
   virtual DType compute_dtype() const = 0;
+  // Whether the cache ops take a latent cache of this dtype (cache_layout.h's formats): the compute
+  // dtype everywhere; the CPU, the reference, also takes the FP8 formats.
+  virtual bool supports_cache_dtype(DType dtype) const { return dtype == compute_dtype(); }
 
   // Starts a forward pass: the host arrays every layer reads. A device backend uploads them all with
   // one async copy from pinned staging and plans per-step work (split-KV) here, not once per layer;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "cli/model_files.h"
 #include "cli/parallel_flags.h"
 #include "cli/served_model.h"
 #include "cli/verbs.h"
@@ -65,6 +66,7 @@ int run_eval(int argc, char** argv) {
   flags.add_int("max-num-seqs", "problems in flight at once", 64);
   flags.add_string("device", "DEVICE", "where to run: cpu, cuda or cuda:N", false, "cpu");
   add_parallel_flags(flags);
+  add_kv_cache_dtype_flag(flags);
   flags.add_bool("json", "print the result as JSON");
   if (!flags.parse(argc, argv)) return 0;
   std::string dir = flags.get_string("model"), task = flags.get_string("task");
@@ -73,10 +75,13 @@ int run_eval(int argc, char** argv) {
                                        : dir + "/eval/" + (task == "mtp" ? "mtp_text" : task) + ".jsonl";
 
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
-  auto served = ServedModel::load(dir, flags);
+  model::ModelOptions options;
+  options.cache_format = model::parse_cache_format(flags.get_string("kv-cache-dtype"));
+  auto served = ServedModel::load(dir, flags, options);
   Json out;
   out["model"] = dir;
   out["task"] = task;
+  out["kv_cache_dtype"] = std::string(model::cache_format_name(options.cache_format));
   if (task == "mtp") {
     DSINFER_CHECK(!served->sharded(), "--task mtp runs the model on one rank: leave out the parallel flags");
     runtime::MtpResult result = runtime::evaluate_mtp(served->model(), tokenizer, path, flags.get_int("num"));

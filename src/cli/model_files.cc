@@ -28,6 +28,16 @@ void add_model_flags(Flags& flags) {
   flags.add_bool("disable-cuda-graph", "the same as --enforce-eager (SGLang's spelling)");
   flags.add_bool("disable-overlap-schedule", "GPU: plan each step after the previous one's tokens are back, instead "
                  "of while the device runs it (SGLang's spelling)");
+  add_kv_cache_dtype_flag(flags);
+}
+
+void add_kv_cache_dtype_flag(Flags& flags) {
+  flags.add_string("kv-cache-dtype", "DTYPE",
+                   "the KV cache's rows: auto (or bfloat16: the compute dtype, bfloat16 on the GPU, float32 on the CPU), "
+                   "fp8 (or fp8_e4m3: every value in e4m3, one scale) or fp8_ds_mla (DeepSeek V3.2's 656-byte rows: "
+                   "e4m3 latent in tiles of 128 with their scales, bf16 rope); the FP8 caches run on the CPU so far (issue 9 "
+                   "brings them to the GPU)",
+                   false, "auto");
 }
 
 int64_t cuda_graph_max_batch(const Flags& flags) {
@@ -47,6 +57,7 @@ model::ModelOptions model_options(const Flags& flags) {
     DSINFER_CHECK(flags.get_int("num-layers") >= 1, "--num-layers must be at least 1");
     options.num_layers = flags.get_int("num-layers");
   }
+  options.cache_format = model::parse_cache_format(flags.get_string("kv-cache-dtype"));
   return options;
 }
 

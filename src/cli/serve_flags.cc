@@ -69,8 +69,6 @@ Flags serve_flags() {
   flags.add_string("dtype", "DTYPE", "auto or bfloat16, no effect: the GPU computes in bfloat16, the CPU in "
                    "float32 (other values are refused)", false, "auto");
   // Features of later issues: refused with the issue's number unless they ask for what is here.
-  flags.add_string("kv-cache-dtype", "DTYPE", "auto or bfloat16 (the KV cache is bfloat16 on the GPU); fp8 arrives "
-                   "with issue 9", false, "auto");
   add_parallel_flags(flags);
   flags.add_string("speculative-config", "JSON", "refused: speculative decoding (MTP) arrives with issue 10");
 
@@ -101,9 +99,7 @@ void check_serve_flags(const Flags& flags) {
   const std::string dtype = flags.get_string("dtype");
   DSINFER_CHECK(dtype == "auto" || dtype == "bfloat16", "--dtype ", dtype, " is not supported: dsinfer computes in "
                 "bfloat16 on the GPU and float32 on the CPU; give auto or bfloat16 (or leave it out)");
-  const std::string kv_dtype = flags.get_string("kv-cache-dtype");
-  DSINFER_CHECK(kv_dtype == "auto" || kv_dtype == "bfloat16", "--kv-cache-dtype ", kv_dtype,
-                " is not supported yet: FP8 KV cache arrives with issue 9 (auto and bfloat16 work today)");
+  model::parse_cache_format(flags.get_string("kv-cache-dtype"));  // refuses the unknown before anything loads
   expert_balance(flags, parallel_config(flags));
   DSINFER_CHECK(!flags.has("speculative-config"),
                 "--speculative-config is not supported yet: speculative decoding (MTP) arrives with issue 10");

@@ -13,8 +13,8 @@ namespace dsinfer::cli {
 Flags serve_flags();
 
 // Throws dsinfer::Error, before anything loads, for a flag whose feature arrives with a later issue
-// (--kv-cache-dtype fp8, --speculative-config), a parallel layout that does not parse
-// (parallel_flags.h), and for a --dtype or
+// (--speculative-config), a --kv-cache-dtype that is not known, a parallel layout that does not
+// parse (parallel_flags.h), and for a --dtype or
 // --reasoning-parser that is not known, or prefix caching both turned on and off.
 void check_serve_flags(const Flags& flags);
 

@@ -12,8 +12,16 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* check
                              const ModelOptions& options)
     : config_(std::move(config)),
       backend_(backend),
-      plan_(options.plan ? *options.plan : parallel::RankPlan{}) {
+      plan_(options.plan ? *options.plan : parallel::RankPlan{}),
+      cache_format_(options.cache_format) {
   plan_.place.config.check_fits(config_);
+  DSINFER_CHECK(backend_.supports_cache_dtype(cache_dtype()), "--kv-cache-dtype ", cache_format_name(cache_format_),
+                ": the ", backend_.name(), " backend has no such KV cache yet (issue 9 brings FP8 MLA decode to the "
+                "GPU); the CPU backend has it");
+  DSINFER_CHECK(cache_format_ != CacheFormat::kFp8DsMla ||
+                    (config_.qk_rope_head_dim == backend::kDsMlaRope && config_.kv_lora_rank % backend::kDsMlaTile == 0),
+                "--kv-cache-dtype fp8_ds_mla stores DeepSeek V3.2's rows: a latent of a multiple of 128 and a rope key "
+                "of 64; this model has ", config_.kv_lora_rank, " and ", config_.qk_rope_head_dim);
   WeightLoader weights = checkpoint ? WeightLoader(*checkpoint, config_, backend_, options.plan)
                                     : WeightLoader(config_, io::stored_format(config_), backend_, options.plan);
   DSINFER_CHECK(!config_.attention_bias, weights.source(), ": attention_bias is not supported");
@@ -86,8 +94,23 @@ void DeepseekModel::place_experts(const std::vector<parallel::ExpertPlacement>& 
   }
 }
 
+DType DeepseekModel::cache_dtype() const {
+  switch (cache_format_) {
+    case CacheFormat::kFp8:
+      return DType::kF8E4M3;
+    case CacheFormat::kFp8DsMla:
+      return DType::kU8;
+    default:
+      return backend_.compute_dtype();
+  }
+}
+
+int64_t DeepseekModel::cache_row() const {
+  return cache_format_ == CacheFormat::kFp8DsMla ? backend::ds_mla_row_bytes(config_.kv_lora_rank) : cache_width();
+}
+
 LatentCache DeepseekModel::make_cache(int64_t pages) const {
-  return LatentCache(backend_, num_cache_layers(), pages, cache_width(), cache_dtype());
+  return LatentCache(backend_, num_cache_layers(), pages, cache_row(), cache_dtype());
 }
 
 void DeepseekModel::validate(const ForwardBatch& batch, int64_t previous_rows) const {

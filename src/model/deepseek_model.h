@@ -30,6 +30,8 @@ struct ModelOptions {
   // The rank this model is one shard of (parallel/rank_plan.h), with the groups it sums over; null:
   // the whole model on one rank. Must outlive the model.
   const parallel::RankPlan* plan = nullptr;
+  // How the latent cache stores its rows (--kv-cache-dtype); the backend must support it.
+  CacheFormat cache_format = CacheFormat::kCompute;
 };
 
 class DeepseekModel {
@@ -49,11 +51,15 @@ class DeepseekModel {
   int num_mtp_modules() const { return static_cast<int>(mtp_.size()); }
   // Cache layers: one per decoder layer, then one per MTP module.
   int64_t num_cache_layers() const { return config_.num_hidden_layers + num_mtp_modules(); }
+  // A cached row's values (the latent, then the rope key), and how they are stored: the cache
+  // tensor's dtype and its row's elements of it (backend/cache_layout.h).
   int64_t cache_width() const { return config_.kv_lora_rank + config_.qk_rope_head_dim; }
-  DType cache_dtype() const { return backend_.compute_dtype(); }
+  CacheFormat cache_format() const { return cache_format_; }
+  DType cache_dtype() const;
+  int64_t cache_row() const;
   // Bytes of one KV page over every cache layer: what the page pool is sized by.
   int64_t page_bytes() const {
-    return num_cache_layers() * kPageSize * cache_width() * static_cast<int64_t>(dtype_size(cache_dtype()));
+    return num_cache_layers() * kPageSize * cache_row() * static_cast<int64_t>(dtype_size(cache_dtype()));
   }
   LatentCache make_cache(int64_t pages) const;
 
@@ -101,6 +107,7 @@ class DeepseekModel {
   Tensor norm_;
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   std::vector<std::unique_ptr<MtpModule>> mtp_;
+  CacheFormat cache_format_ = CacheFormat::kCompute;
 };
 
 }  // namespace dsinfer::model

@@ -3,6 +3,7 @@
 // runtime's business (runtime/); this class only holds the bytes.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
@@ -11,9 +12,17 @@ namespace dsinfer::model {
 
 inline constexpr int kPageSize = backend::kPageSize;  // tokens per page
 
+// How the cache stores a token's row (backend/cache_layout.h): the compute dtype; every value in
+// e4m3 with one scale (--kv-cache-dtype fp8); DeepSeek V3.2's 656-byte rows (fp8_ds_mla).
+enum class CacheFormat : uint8_t { kCompute, kFp8, kFp8DsMla };
+// --kv-cache-dtype's values (vLLM's spellings): auto and bfloat16 (the compute dtype, bf16 on the
+// GPU), fp8 and fp8_e4m3, fp8_ds_mla. Throws dsinfer::Error naming them for anything else.
+CacheFormat parse_cache_format(std::string_view name);
+std::string_view cache_format_name(CacheFormat format);  // auto, fp8 or fp8_ds_mla
+
 class LatentCache {
  public:
-  // dtype: the backend's compute dtype (f32 on the CPU, bf16 on the GPU); FP8 is the next step.
+  // dtype and width: a row's (DeepseekModel::cache_dtype and cache_row).
   LatentCache(backend::Backend& backend, int64_t layers, int64_t pages, int64_t width, DType dtype,
               int64_t page_size = kPageSize);
 

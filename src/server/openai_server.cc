@@ -518,8 +518,9 @@ void OpenAIServer::Impl::metrics(HttpResponder& responder) {
   runtime::Engine& engine = *served_model.engine;
   const runtime::EngineStats stats = engine.stats();
   std::string text = format_prometheus(engine.metrics(), stats, options.served_model_name, extra);
-  text += format_cache_config_info({model::kPageSize, stats.total_pages, engine.config().enable_prefix_caching},
-                                   options.served_model_name);
+  text += format_cache_config_info(
+      {model::kPageSize, stats.total_pages, engine.config().enable_prefix_caching, options.kv_cache_dtype},
+      options.served_model_name);
   if (std::optional<ProcessStats> process = read_process_stats()) text += format_process_metrics(*process);
   responder.respond(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text));
 }

@@ -61,6 +61,8 @@ struct ServerOptions {
   bool log_requests = true;
   // What /server_info and /model_info say about the model, and /health_generate's timeout.
   GatewayOptions gateway;
+  // The KV cache's format (model::cache_format_name: auto, fp8, fp8_ds_mla), for /metrics.
+  std::string kv_cache_dtype = "auto";
 };
 
 // What a loaded model brings to the server. The server borrows these; they outlive it.

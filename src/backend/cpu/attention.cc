@@ -4,6 +4,8 @@
 // from kv_b_proj. Absorbed (decode): q_nope is first mapped into the 512-wide latent space, so
 // scores are one 576-wide dot product against the cached row and the output stays latent.
 // Both are causal by position: a query at position p sees keys 0..p of its own sequence.
+// The cache is f32, or one of the FP8 formats of cache_layout.h, which rows are quantized into on
+// write and dequantized out of on read; the attention itself is f32 either way.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -35,6 +37,79 @@ void check_batch(const AttentionBatch& batch, int64_t tokens, const char* op) {
 int64_t cache_slot(const AttentionBatch& batch, int b, int64_t index) {
   return static_cast<int64_t>(batch.pages(b)[index / batch.page_size]) * batch.page_size +
          index % batch.page_size;
+}
+
+// The values a row of `cache` holds (cache_layout.h's formats), checking the cache's dtype and rank.
+int64_t cache_values(const Tensor& cache, const char* op) {
+  DSINFER_CHECK(cache.shape().rank() == 3, op, ": the cache must be [pages, page_size, row], got ",
+                cache.shape().to_string());
+  const int64_t row = cache.dim(2);
+  switch (cache.dtype()) {
+    case DType::kF32:
+    case DType::kF8E4M3:
+      return row;
+    case DType::kU8: {
+      const int64_t latent = ds_mla_latent(row);
+      DSINFER_CHECK(latent > 0 && latent % kDsMlaTile == 0 && ds_mla_row_bytes(latent) == row, op,
+                    ": a row of ", row, " bytes is not an fp8_ds_mla row");
+      return latent + kDsMlaRope;
+    }
+    default:
+      throw Error(str_cat(op, ": the cache must be f32, e4m3 or fp8_ds_mla bytes, got ", dtype_name(cache.dtype())));
+  }
+}
+
+// values[0, width) -> row `slot` of the cache, in its format.
+void store_row(Tensor& cache, int64_t slot, const float* values, int64_t width) {
+  if (cache.dtype() == DType::kF32) {
+    std::memcpy(cache.data<float>() + slot * width, values, width * sizeof(float));
+    return;
+  }
+  if (cache.dtype() == DType::kF8E4M3) {
+    uint8_t* row = cache.data<uint8_t>() + slot * width;
+    for (int64_t i = 0; i < width; ++i) row[i] = f32_to_fp8e4m3(values[i] / kFp8CacheScale);
+    return;
+  }
+  const int64_t latent = width - kDsMlaRope, tiles = latent / kDsMlaTile;
+  uint8_t* row = cache.data<uint8_t>() + slot * ds_mla_row_bytes(latent);
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const float* x = values + tile * kDsMlaTile;
+    float amax = 0;
+    for (int64_t i = 0; i < kDsMlaTile; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float scale = amax > 0 ? amax / kFp8E4M3Max : 1.0f;
+    for (int64_t i = 0; i < kDsMlaTile; ++i) row[tile * kDsMlaTile + i] = f32_to_fp8e4m3(x[i] / scale);
+    std::memcpy(row + latent + 4 * tile, &scale, 4);
+  }
+  for (int64_t i = 0; i < kDsMlaRope; ++i) {
+    const uint16_t bits = f32_to_bf16(values[latent + i]);
+    std::memcpy(row + latent + 4 * tiles + 2 * i, &bits, 2);
+  }
+}
+
+// Row `slot` of the cache -> values[0, width), in f32.
+void load_row(const Tensor& cache, int64_t slot, float* values, int64_t width) {
+  if (cache.dtype() == DType::kF32) {
+    std::memcpy(values, cache.data<float>() + slot * width, width * sizeof(float));
+    return;
+  }
+  if (cache.dtype() == DType::kF8E4M3) {
+    const uint8_t* row = cache.data<uint8_t>() + slot * width;
+    for (int64_t i = 0; i < width; ++i) values[i] = fp8e4m3_to_f32(row[i]) * kFp8CacheScale;
+    return;
+  }
+  const int64_t latent = width - kDsMlaRope, tiles = latent / kDsMlaTile;
+  const uint8_t* row = cache.data<uint8_t>() + slot * ds_mla_row_bytes(latent);
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    float scale;
+    std::memcpy(&scale, row + latent + 4 * tile, 4);
+    for (int64_t i = 0; i < kDsMlaTile; ++i)
+      values[tile * kDsMlaTile + i] = fp8e4m3_to_f32(row[tile * kDsMlaTile + i]) * scale;
+  }
+  for (int64_t i = 0; i < kDsMlaRope; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, row + latent + 4 * tiles + 2 * i, 2);
+    values[latent + i] = bf16_to_f32(bits);
+  }
 }
 
 // Sequence of each token row.
@@ -82,16 +157,15 @@ Tensor attend(const AttentionBatch& batch, int64_t T, int64_t H, int64_t width, 
 }  // namespace
 
 void write_cache(Tensor& cache, const Tensor& latent, const AttentionBatch& batch) {
-  expect_f32(cache, "write_cache", "cache", 3);
+  const int64_t width = cache_values(cache, "write_cache"), slots = cache.dim(0) * cache.dim(1);
   expect_f32(latent, "write_cache", "latent", 2);
-  int64_t width = cache.dim(2), slots = cache.dim(0) * cache.dim(1);
   DSINFER_CHECK(latent.dim(1) == width && static_cast<int64_t>(batch.slot_mapping.size()) == latent.dim(0),
                 "write_cache: latent ", latent.shape().to_string(), " does not fit cache ",
                 cache.shape().to_string(), " with ", batch.slot_mapping.size(), " slots");
   for (int64_t t = 0; t < latent.dim(0); ++t) {
     int64_t slot = batch.slot_mapping[t];
     DSINFER_CHECK(slot >= 0 && slot < slots, "write_cache: slot ", slot, " outside the cache of ", slots);
-    std::memcpy(cache.data<float>() + slot * width, latent.data<float>() + t * width, width * sizeof(float));
+    store_row(cache, slot, latent.data<float>() + t * width, width);
   }
 }
 
@@ -109,8 +183,7 @@ void write_latent_cache(Tensor& cache, const Tensor& kv_a, const Tensor& norm_we
 }
 
 Tensor gather_cache(const Tensor& cache, const AttentionBatch& batch) {
-  expect_f32(cache, "gather_cache", "cache", 3);
-  int64_t width = cache.dim(2);
+  const int64_t width = cache_values(cache, "gather_cache");
   int64_t total = 0;
   for (int32_t length : batch.context_lens) total += length;
   Tensor out = Tensor::empty(DType::kF32, {total, width});
@@ -119,7 +192,7 @@ Tensor gather_cache(const Tensor& cache, const AttentionBatch& batch) {
     for (int64_t j = 0; j < batch.context_lens[b]; ++j, ++row) {
       int64_t slot = cache_slot(batch, b, j);
       DSINFER_CHECK(slot < cache.dim(0) * cache.dim(1), "gather_cache: page outside the cache");
-      std::memcpy(out.data<float>() + row * width, cache.data<float>() + slot * width, width * sizeof(float));
+      load_row(cache, slot, out.data<float>() + row * width, width);
     }
   }
   return out;
@@ -153,13 +226,22 @@ Tensor attention_expanded(const Tensor& q, const Tensor& kv, const Tensor& k_rop
 Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionBatch& batch, float scale,
                           int64_t latent_width) {
   expect_f32(q, "attention_absorbed", "q", 3);
-  expect_f32(cache, "attention_absorbed", "cache", 3);
   int64_t T = q.dim(0), H = q.dim(1), width = q.dim(2);
-  DSINFER_CHECK(cache.dim(2) == width && latent_width > 0 && latent_width <= width, "attention_absorbed: q ",
-                q.shape().to_string(), " does not match cache ", cache.shape().to_string());
+  DSINFER_CHECK(cache_values(cache, "attention_absorbed") == width && latent_width > 0 && latent_width <= width,
+                "attention_absorbed: q ", q.shape().to_string(), " does not match cache ", cache.shape().to_string());
   check_batch(batch, T, "attention_absorbed");
-  // Keys and values are the cached rows themselves: 576-wide scores, the first 512 as values.
-  auto row = [&](int b, int64_t j) { return cache.data<float>() + cache_slot(batch, b, j) * width; };
+  // Keys and values are the cached rows themselves: 576-wide scores, the first 512 as values. An
+  // FP8 cache's rows are dequantized once, sequence after sequence (gather_cache's order).
+  Tensor rows;
+  std::vector<int64_t> first_row(batch.num_sequences() + 1, 0);
+  if (cache.dtype() != DType::kF32) {
+    rows = gather_cache(cache, batch);
+    for (int b = 0; b < batch.num_sequences(); ++b) first_row[b + 1] = first_row[b] + batch.context_lens[b];
+  }
+  auto row = [&](int b, int64_t j) {
+    return cache.dtype() == DType::kF32 ? cache.data<float>() + cache_slot(batch, b, j) * width
+                                        : rows.data<float>() + (first_row[b] + j) * width;
+  };
   auto score = [&](int64_t t, int64_t h, int b, int64_t j) {
     return scale * dot(q.data<float>() + (t * H + h) * width, row(b, j), width);
   };

@@ -9,6 +9,9 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::kCpu; }
   DType compute_dtype() const override { return DType::kF32; }
+  bool supports_cache_dtype(DType dtype) const override {
+    return dtype == DType::kF32 || dtype == DType::kF8E4M3 || dtype == DType::kU8;
+  }
 
   Tensor empty(DType dtype, Shape shape) override { return Tensor::empty(dtype, shape); }
   Tensor to_device(const Tensor& host) override { return host; }

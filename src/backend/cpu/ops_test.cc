@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -212,6 +214,87 @@ TEST(CpuOps, ExpandedAndAbsorbedMlaAgree) {
   for (int h = 0; h < H; ++h)
     for (int l = 0; l < L; ++l)
       EXPECT_EQ(after.data<float>()[h * L + l], o_latent.data<float>()[h * L + l]);
+}
+
+// The FP8 cache formats (cache_layout.h) hold what their definitions say, at known values: e4m3 with
+// the cache's scale of 1, saturating at 448; DeepSeek V3.2's rows with a scale a 128-value tile
+// (its largest magnitude / 448) at bytes 512.., and the rope in bf16 at bytes 528...
+TEST(CpuOps, Fp8CacheRowsHoldTheirFormatsValues) {
+  const int L = 512, dr = 64, page = 4;
+  std::mt19937 rng(3);
+  AttentionBatch batch = make_batch(1, 1, page, rng);
+  Tensor row = Tensor::empty(DType::kF32, {1, L + dr});
+  float* x = row.data<float>();
+  for (int i = 0; i < L + dr; ++i) x[i] = 0.0f;
+  x[0] = 1.0f, x[1] = 0.3f, x[2] = 500.0f, x[3] = -1000.0f;  // tile 0: amax 1000
+  x[128] = 7.0f, x[129] = 0.5f, x[130] = -0.25f;            // tile 1: amax 7, scale 2^-6
+  x[L] = 1.00390625f, x[L + 1] = -3.0f;                     // rope: 1 + 2^-8 rounds to 1 in bf16
+
+  Tensor e4m3 = Tensor::empty(DType::kF8E4M3, {2, page, L + dr});
+  write_cache(e4m3, row, batch);
+  Tensor back = gather_cache(e4m3, batch);
+  EXPECT_EQ(back.data<float>()[0], 1.0f);
+  EXPECT_EQ(back.data<float>()[1], 0.3125f);  // 1.25 x 2^-2, the nearest e4m3
+  EXPECT_EQ(back.data<float>()[2], 448.0f);   // saturated
+  EXPECT_EQ(back.data<float>()[3], -448.0f);
+  EXPECT_EQ(back.data<float>()[128], 7.0f);
+  EXPECT_EQ(back.data<float>()[L], 1.0f);
+
+  Tensor ds = Tensor::empty(DType::kU8, {2, page, ds_mla_row_bytes(L)});
+  ASSERT_EQ(ds.dim(2), 656);
+  write_cache(ds, row, batch);
+  back = gather_cache(ds, batch);
+  const uint8_t* bytes = ds.data<uint8_t>() + batch.slot_mapping[0] * 656;
+  float scale0, scale1;
+  std::memcpy(&scale0, bytes + 512, 4);
+  std::memcpy(&scale1, bytes + 516, 4);
+  EXPECT_EQ(scale0, 1000.0f / 448.0f);
+  EXPECT_EQ(scale1, 0.015625f);
+  EXPECT_EQ(back.data<float>()[129], 0.5f);  // 32 x 2^-6, exact
+  EXPECT_EQ(back.data<float>()[130], -0.25f);
+  EXPECT_EQ(back.data<float>()[128], 7.0f);  // 448 x 2^-6
+  EXPECT_NEAR(back.data<float>()[3], -1000.0f, 1e-3f);
+  EXPECT_EQ(back.data<float>()[256], 0.0f);  // an all-zero tile
+  EXPECT_EQ(back.data<float>()[L], 1.0f);
+  EXPECT_EQ(back.data<float>()[L + 1], -3.0f);
+  uint16_t rope0;
+  std::memcpy(&rope0, bytes + 528, 2);
+  EXPECT_EQ(rope0, f32_to_bf16(1.0f));
+
+  // A byte row that is no fp8_ds_mla row is refused by name.
+  Tensor odd = Tensor::empty(DType::kU8, {2, page, 600});
+  try {
+    write_cache(odd, row, batch);
+    ADD_FAILURE() << "a 600-byte row was taken";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("not an fp8_ds_mla row"), std::string::npos) << error.what();
+  }
+}
+
+// Absorbed attention over an FP8 cache is attention over its rows dequantized: bit for bit the same
+// as over an f32 cache holding gather_cache's values.
+TEST(CpuOps, AbsorbedMlaOverAnFp8CacheIsMlaOverItsDequantizedRows) {
+  const int H = 4, L = 512, dr = 64, context = 70, queries = 3, page = 16;
+  for (DType dtype : {DType::kF8E4M3, DType::kU8}) {
+    std::mt19937 rng(11);
+    AttentionBatch batch = make_batch(context, queries, page, rng);
+    AttentionBatch all = batch;
+    all.positions.clear(), all.slot_mapping.clear();
+    all.query_start = {0, context};
+    for (int t = 0; t < context; ++t) {
+      all.positions.push_back(t);
+      all.slot_mapping.push_back(int64_t(batch.pages(0)[t / page]) * page + t % page);
+    }
+    const int64_t row = dtype == DType::kU8 ? ds_mla_row_bytes(L) : L + dr;
+    Tensor fp8 = Tensor::empty(dtype, {8, page, row});
+    write_cache(fp8, random_tensor({context, L + dr}, rng, 2.0f), all);
+    Tensor f32 = Tensor::empty(DType::kF32, {8, page, L + dr});
+    write_cache(f32, gather_cache(fp8, all), all);
+    Tensor q = random_tensor({queries, H, L + dr}, rng);
+    Tensor a = attention_absorbed(q, fp8, batch, 0.05f, L), b = attention_absorbed(q, f32, batch, 0.05f, L);
+    ASSERT_EQ(a.shape(), b.shape());
+    for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]) << dtype_name(dtype);
+  }
 }
 
 TEST(CpuOps, NoauxRoutingPicksFromBestGroupsAndWeighsUnbiased) {
