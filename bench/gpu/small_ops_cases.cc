@@ -104,12 +104,16 @@ void route_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Js
       backend::cuda::route(logits.get<float>(), bias.get<float>(), ids.get<int32_t>(), weights.get<float>(), tokens,
                            kExperts, params, stream);
     });
+    // The kernel's own time (CUPTI) beside the events': the bar is a kernel's, like the anchors.
+    const double gpu_us = timer.kernel_median_us();
     const double bytes = 4.0 * tokens * kExperts + 4.0 * kExperts + 8.0 * tokens * params.top_k;
     const std::string key = str_cat("route_t", tokens);
+    if (gpu_us > 0) figures[key + "_gpu_us"] = gpu_us;
     std::string bar = "-";
     if (tokens == 256) {
-      figures[key + "_vs_bar"] = kRouteBarUs / us;
-      bar = us <= kRouteBarUs ? "met" : "MISSED";
+      const double kernel_us = gpu_us > 0 ? gpu_us : us;
+      figures[key + "_vs_bar"] = kRouteBarUs / kernel_us;
+      bar = str_cat(kernel_us <= kRouteBarUs ? "met" : "MISSED", " (gpu us ", std::round(gpu_us * 10) / 10, ")");
     }
     std::printf("  %7lld %s   %s\n", static_cast<long long>(tokens), record(figures, key, us, bytes, ceilings).c_str(),
                 bar.c_str());
