@@ -57,9 +57,11 @@ int run_eval(int argc, char** argv) {
   Flags flags("dsinfer eval --model DIR --task TASK [flags]",
               "Exact-match accuracy on held-out problems (DIR/eval/TASK.jsonl), run through the serving engine; "
               "--task tool scores the first turn's tool call instead (one valid call of the right tool with the "
-              "right arguments); --task mtp measures the MTP module's next-next-token accuracy.");
+              "right arguments); --task mtp measures the MTP module's next-next-token accuracy; --task kv_kl "
+              "measures how far --kv-cache-dtype moves the next-token distributions from the compute-dtype cache's "
+              "(KL divergence, teacher-forced over DIR/eval/mtp_text.jsonl's conversations).");
   flags.add_string("model", "DIR", "model directory with an eval/ folder", true);
-  flags.add_string("task", "TASK", "arith, sort, count, copy, reverse, tool, tool_answer, no_tool, or mtp", true);
+  flags.add_string("task", "TASK", "arith, sort, count, copy, reverse, tool, tool_answer, no_tool, mtp or kv_kl", true);
   flags.add_int("num", "problems to run (from the start of the file)", 1000);
   flags.add_string("data", "FILE", "the task file (default DIR/eval/TASK.jsonl; DIR/eval/mtp_text.jsonl for mtp)");
   flags.add_int("max-new-tokens", "tokens per answer at most", 768);
@@ -72,7 +74,7 @@ int run_eval(int argc, char** argv) {
   std::string dir = flags.get_string("model"), task = flags.get_string("task");
   DSINFER_CHECK(flags.get_int("num") > 0, "--num must be positive");
   std::string path = flags.has("data") ? flags.get_string("data")
-                                       : dir + "/eval/" + (task == "mtp" ? "mtp_text" : task) + ".jsonl";
+                                       : dir + "/eval/" + (task == "mtp" || task == "kv_kl" ? "mtp_text" : task) + ".jsonl";
 
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
   model::ModelOptions options;
@@ -82,7 +84,23 @@ int run_eval(int argc, char** argv) {
   out["model"] = dir;
   out["task"] = task;
   out["kv_cache_dtype"] = std::string(model::cache_format_name(options.cache_format));
-  if (task == "mtp") {
+  if (task == "kv_kl") {
+    DSINFER_CHECK(!served->sharded(), "--task kv_kl runs the model on one rank: leave out the parallel flags");
+    DSINFER_CHECK(options.cache_format != model::CacheFormat::kCompute,
+                  "--task kv_kl compares a --kv-cache-dtype (fp8, fp8_ds_mla) with the compute-dtype cache: give one");
+    // The same weights with the compute-dtype cache, on the same backend.
+    auto reference = model::DeepseekModel::load(dir, served->model().backend());
+    runtime::CacheKlResult result =
+        runtime::evaluate_cache_kl(*reference, served->model(), tokenizer, path, flags.get_int("num"));
+    out["positions"] = result.positions;
+    out["mean_kl"] = result.mean_kl;
+    out["max_kl"] = result.max_kl;
+    out["top1_agreement"] = result.top1_agreement;
+    if (!flags.get_bool("json"))
+      std::printf("%s against the compute-dtype cache over %ld answer positions: KL mean %.3g, max %.3g; top-1 "
+                  "agreement %.4f\n", std::string(model::cache_format_name(options.cache_format)).c_str(),
+                  static_cast<long>(result.positions), result.mean_kl, result.max_kl, result.top1_agreement);
+  } else if (task == "mtp") {
     DSINFER_CHECK(!served->sharded(), "--task mtp runs the model on one rank: leave out the parallel flags");
     runtime::MtpResult result = runtime::evaluate_mtp(served->model(), tokenizer, path, flags.get_int("num"));
     out["positions"] = result.positions;

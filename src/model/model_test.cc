@@ -24,6 +24,7 @@
 #include "model/batch_builder.h"
 #include "model/test_logits.h"
 #include "model/deepseek_model.h"
+#include "model/logit_divergence.h"
 
 namespace dsinfer::model {
 namespace {
@@ -245,23 +246,6 @@ TEST(BatchBuilder, ScoredRowsFollowTheirSequenceWhenBuildMovesIt) {
 // the f32 cache's greedy tokens, with each cache. Every step's distribution stays close to the f32
 // cache's (KL divergence), the greedy token agrees wherever the f32 cache's top two are clearly
 // apart, and a page takes the format's bytes. The GPU backend refuses these caches so far, by name.
-double kl_divergence(const Tensor& p_logits, const Tensor& q_logits, int64_t row) {
-  const int64_t vocab = p_logits.dim(1);
-  auto log_softmax = [&](const Tensor& logits) {
-    const float* x = logits.data<float>() + row * vocab;
-    const double top = *std::max_element(x, x + vocab);
-    double total = 0;
-    for (int64_t i = 0; i < vocab; ++i) total += std::exp(x[i] - top);
-    std::vector<double> out(vocab);
-    for (int64_t i = 0; i < vocab; ++i) out[i] = x[i] - top - std::log(total);
-    return out;
-  };
-  const std::vector<double> p = log_softmax(p_logits), q = log_softmax(q_logits);
-  double kl = 0;
-  for (int64_t i = 0; i < vocab; ++i) kl += std::exp(p[i]) * (p[i] - q[i]);
-  return kl;
-}
-
 TEST(CacheFormats, Fp8CachesKeepTheBundledModelsDistributions) {
   const std::string dir = source_path("models/dsv3-tiny");
   auto backend = backend::make_backend(test_device());
@@ -311,7 +295,8 @@ TEST(CacheFormats, Fp8CachesKeepTheBundledModelsDistributions) {
     EXPECT_EQ(fp8.page_bytes, layers * kPageSize * (format == CacheFormat::kFp8 ? 576 : 656));
     double worst = 0, total = 0;
     for (size_t step = 0; step < fp8.logits.size(); ++step) {
-      const double kl = kl_divergence(reference.logits[step], fp8.logits[step], 0);
+      const double kl = kl_divergence(reference.logits[step].data<float>(), fp8.logits[step].data<float>(),
+                                      reference.logits[step].dim(1));
       worst = std::max(worst, kl), total += kl;
       const Tensor& ref = reference.logits[step];
       std::vector<float> sorted(ref.data<float>(), ref.data<float>() + ref.dim(1));

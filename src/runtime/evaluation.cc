@@ -9,6 +9,7 @@
 #include "core/json.h"
 #include "core/strings.h"
 #include "model/batch_builder.h"
+#include "model/logit_divergence.h"
 
 namespace dsinfer::runtime {
 namespace {
@@ -129,6 +130,47 @@ MtpResult evaluate_mtp(const model::DeepseekModel& model, const tokenizer::Token
         result.completion_correct += right;
       }
     }
+  }
+  return result;
+}
+
+CacheKlResult evaluate_cache_kl(const model::DeepseekModel& reference, const model::DeepseekModel& model,
+                                const tokenizer::Tokenizer& tokenizer, const std::string& path, int64_t count) {
+  CacheKlResult result;
+  int64_t agreeing = 0;
+  double total = 0;
+  for (const Json& row : read_jsonl(path, count)) {
+    const std::vector<int32_t> tokens = tokenizer.encode(string_field(row, "text", path), false);
+    const auto prompt = static_cast<int64_t>(tokenizer.encode(string_field(row, "prompt", path), false).size());
+    const auto n = static_cast<int64_t>(tokens.size());
+    if (prompt < 1 || n <= prompt) continue;
+    DSINFER_CHECK(n <= model.max_positions(), path, ": a text of ", n, " tokens exceeds the context");
+    const int64_t pages = (n + model::kPageSize - 1) / model::kPageSize;
+    std::vector<int32_t> page_ids(pages);
+    std::iota(page_ids.begin(), page_ids.end(), 0);
+    model::LatentCache reference_cache = reference.make_cache(pages), cache = model.make_cache(pages);
+    auto step = [&](std::span<const int32_t> step_tokens, int64_t start) {
+      model::BatchBuilder batch;
+      batch.add(step_tokens, static_cast<int32_t>(start), page_ids, model::LogitRows::kLast);
+      const model::ForwardBatch built = batch.build();
+      const Tensor want = reference.forward(built, reference_cache).logits;
+      const Tensor got = model.forward(built, cache).logits;
+      const int64_t vocab = want.dim(1);
+      const double kl = model::kl_divergence(want.data<float>(), got.data<float>(), vocab);
+      total += kl;
+      result.max_kl = std::max(result.max_kl, kl);
+      const float* w = want.data<float>();
+      const float* g = got.data<float>();
+      agreeing += std::max_element(w, w + vocab) - w == std::max_element(g, g + vocab) - g;
+      ++result.positions;
+    };
+    // The prompt, then the answer a token a step: position i's logits predict token i + 1.
+    step(std::span(tokens).first(prompt), 0);
+    for (int64_t i = prompt; i + 1 < n; ++i) step(std::span(tokens).subspan(i, 1), i);
+  }
+  if (result.positions > 0) {
+    result.mean_kl = total / static_cast<double>(result.positions);
+    result.top1_agreement = static_cast<double>(agreeing) / static_cast<double>(result.positions);
   }
   return result;
 }

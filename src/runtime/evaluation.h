@@ -1,5 +1,6 @@
-// Held-out evaluation of a model through the engine: exact-match accuracy on checkable tasks, and
-// the MTP module's next-next-token accuracy (how often a one-token draft would be accepted).
+// Held-out evaluation of a model through the engine: exact-match accuracy on checkable tasks, the
+// MTP module's next-next-token accuracy (how often a one-token draft would be accepted), and how far
+// a KV cache format moves the model's distributions from the compute-dtype cache's.
 //
 // Task files are JSON lines written by tools/train_small_model.py next to the model:
 //   DIR/eval/<task>.jsonl      {"prompt": rendered chat prompt with BOS, "answer": "..."}
@@ -56,5 +57,18 @@ struct MtpResult {
 // prediction is right when its argmax is token i + 2.
 MtpResult evaluate_mtp(const model::DeepseekModel& model, const tokenizer::Tokenizer& tokenizer,
                        const std::string& path, int64_t count);
+
+struct CacheKlResult {
+  int64_t positions = 0;        // answer tokens scored
+  double mean_kl = 0.0;         // KL(reference || model) of the next-token distributions, nats
+  double max_kl = 0.0;
+  double top1_agreement = 0.0;  // share of positions whose argmax is the reference's
+};
+
+// Teacher-forced, as serving runs a conversation: each text's prompt part prefilled, then its answer
+// fed one decode step a token; at every step the next-token distribution of `model` (a cache format
+// under test) against `reference`'s (the same weights with the compute-dtype cache).
+CacheKlResult evaluate_cache_kl(const model::DeepseekModel& reference, const model::DeepseekModel& model,
+                                const tokenizer::Tokenizer& tokenizer, const std::string& path, int64_t count);
 
 }  // namespace dsinfer::runtime
