@@ -81,6 +81,9 @@ struct Config {
   static constexpr int kQBytes = kBn * kRowBytes;          // 1..8 KB
   static constexpr int kStageBytes = kWBytes + kQBytes;
   static constexpr int kAccumulators = kBn / 2;            // f32 a thread: 64 x bn over 128 threads
+  // Split-K's last block copies other splits' partial tiles (rows x bn f32 each) into the ring,
+  // which holds at least one: two stages or more.
+  static_assert(kRows * kBn * 4 <= 2 * kStageBytes);
   // Every box starts on a 1024-byte boundary: the 128-byte swizzle repeats every 8 rows of 128 B,
   // and TMA and wgmma both derive it from the address bits.
   static_assert(kWBytes % 1024 == 0 && kQBytes % 1024 == 0);
