@@ -108,19 +108,18 @@ float fp8e4m3_to_f32(uint8_t bits) { return kFp8Table[bits]; }
 
 uint8_t f32_to_fp8e4m3(float value) {
   if (std::isnan(value)) return 0x7f;
-  uint8_t sign = std::signbit(value) ? 0x80 : 0;
-  float magnitude = std::fmin(std::fabs(value), kFp8E4M3Max);
-  // Nearest representable value, ties to even code (even mantissa): scan the 127 magnitudes.
-  uint8_t best = 0;
-  float best_error = INFINITY;
-  for (uint8_t code = 0; code < 0x7f; ++code) {
-    float error = std::fabs(kFp8Table[code] - magnitude);
-    if (error < best_error || (error == best_error && (code & 1) == 0)) {
-      best = code;
-      best_error = error;
-    }
-  }
-  return sign | best;
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0;
+  const float magnitude = std::fabs(value);
+  if (magnitude >= kFp8E4M3Max) return sign | 0x7e;  // saturates (448: exponent 15, mantissa 6)
+  // Nearest representable value, ties to even: every scaling below is by a power of two (exact), so
+  // nearbyint's round-half-even on the mantissa is the rounding. A mantissa that rounds up to 8
+  // carries into the exponent: code + 8 is the next binade's first value.
+  if (magnitude < std::ldexp(1.0f, -6))  // subnormal (or zero): units of 2^-9, 8 units = 2^-6
+    return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(magnitude, 9)));
+  int exponent;
+  const float fraction = std::frexp(magnitude, &exponent);  // magnitude = fraction * 2^exponent, [0.5, 1)
+  const auto mantissa = static_cast<int>(std::nearbyint(std::ldexp(fraction, 4))) - 8;  // [0, 8]
+  return sign | static_cast<uint8_t>(((exponent - 1 + 7) << 3) + mantissa);
 }
 
 }  // namespace dsinfer

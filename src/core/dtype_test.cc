@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
 namespace dsinfer {
 namespace {
@@ -56,6 +58,35 @@ TEST(DType, Fp8E4M3Values) {
   }
   // 1.0625 lies between 1.0 (0x38, even) and 1.125 (0x39): ties to even.
   EXPECT_EQ(f32_to_fp8e4m3(1.0625f), 0x38);
+}
+
+// The conversion is the nearest code, ties to the even one, saturating: a step function of the
+// magnitude, so it is right everywhere when it is right at every step. Against a scan of the 127
+// codes (the definition) at each midpoint between neighbouring codes, the floats either side of it,
+// and beyond the largest code.
+TEST(DType, Fp8E4M3RoundsToNearestEvenAtEveryStep) {
+  auto scan = [](float value) {
+    const uint8_t sign = std::signbit(value) ? 0x80 : 0;
+    const float magnitude = std::fmin(std::fabs(value), kFp8E4M3Max);
+    uint8_t best = 0;
+    float best_error = INFINITY;
+    for (uint8_t code = 0; code < 0x7f; ++code) {
+      const float error = std::fabs(fp8e4m3_to_f32(code) - magnitude);
+      if (error < best_error || (error == best_error && (code & 1) == 0)) best = code, best_error = error;
+    }
+    return static_cast<uint8_t>(sign | best);
+  };
+  std::vector<float> probes = {0.0f, -0.0f, 448.0f, 460.0f, 464.0f, 1e30f, INFINITY, -INFINITY,
+                               std::ldexp(1.0f, -40), std::numeric_limits<float>::denorm_min()};
+  for (int code = 0; code < 0x7e; ++code) {
+    const float low = fp8e4m3_to_f32(static_cast<uint8_t>(code)), high = fp8e4m3_to_f32(static_cast<uint8_t>(code + 1));
+    const float middle = 0.5f * (low + high);  // exact: both are on a grid far coarser than f32's
+    for (float probe : {low, middle, std::nextafter(middle, 0.0f), std::nextafter(middle, INFINITY), high})
+      probes.push_back(probe);
+  }
+  for (float probe : probes)
+    for (float value : {probe, -probe}) EXPECT_EQ(f32_to_fp8e4m3(value), scan(value)) << value;
+  EXPECT_EQ(f32_to_fp8e4m3(NAN), 0x7f);
 }
 
 }  // namespace
