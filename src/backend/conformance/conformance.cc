@@ -2130,7 +2130,10 @@ const std::vector<std::string>& backend_plumbing() {
                                                  "memory_info", "release_cached_memory", "empty", "to_device",
                                                  "to_host", "capture", "replay",
                                                  // PendingTokens, tested through queue_sample_tokens
-                                                 "device_tokens", "wait"};
+                                                 "device_tokens", "wait",
+                                                 // a capability, tested at the model level (model_test's
+                                                 // CacheFormats: the CPU takes the FP8 caches, the GPU refuses)
+                                                 "supports_cache_dtype"};
   return names;
 }
 
