@@ -26,7 +26,7 @@ HEADLINES = {
     "serve": ["output_throughput", "output_throughput_per_gpu", "kv_cache_tokens", "qpm", "median_ttft_ms", "median_tpot_ms", "p90_tpot_ms", "max_qpm",
               "max_qpm_p90_tpot_ms"],
     "http_connections": ["concurrent_streams_held", "server_kib_per_stream"],
-    "kernels": ["timing_floor_us",
+    "kernels": ["timing_floor_us", "fp8_gemm_m64_n7168_k2048_kernel_gpu_us", "mla_h128_q1_b128_c4096_gpu_us",
                 "mla_h128_q1_b128_c4096_tflops", "mla_h128_q1_b64_c4096_vs_flashmla", "mla_h128_q1_b128_c4096_vs_flashmla",
                 "mla_h128_q1_b128_c8192_vs_flashmla", "mla_h128_q2_b128_c4096_vs_flashmla",
                 "mla_h16_q1_b128_c8192_tb_s", "mla_h16_q1_b128_c4096_vs_flashmla", "mla_h16_q1_b128_c8192_vs_flashmla",
@@ -48,6 +48,9 @@ HEADLINES = {
                  "t4096_uniform_combine_gb_s", "peer_t128_uniform_dispatch_us", "peer_t128_uniform_combine_us",
                  "peer_t4096_uniform_dispatch_gb_s", "peer_t4096_uniform_combine_gb_s"],
     "soak": ["requests_done", "errors", "rss_start_mib", "rss_end_mib", "leaked_pages", "open_connections_end"],
+    "eval_kv_cache": ["fp8_mean_kl", "fp8_max_kl", "fp8_top1_agreement", "fp8_ds_mla_mean_kl", "fp8_ds_mla_max_kl",
+                      "fp8_ds_mla_top1_agreement", "sort_fp8_points_vs_f32", "sort_fp8_ds_mla_points_vs_f32",
+                      "reverse_fp8_points_vs_f32", "reverse_fp8_ds_mla_points_vs_f32"],
 }
 CONFIG_KEYS = {
     "model_step": ["config", "num_layers", "weights", "context", "prefill"],
