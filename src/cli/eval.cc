@@ -78,7 +78,7 @@ int run_eval(int argc, char** argv) {
 
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
   model::ModelOptions options;
-  options.cache_format = model::parse_cache_format(flags.get_string("kv-cache-dtype"));
+  options.cache_format = kv_cache_format(flags);
   auto served = ServedModel::load(dir, flags, options);
   Json out;
   out["model"] = dir;

@@ -40,6 +40,10 @@ void add_kv_cache_dtype_flag(Flags& flags) {
                    false, "auto");
 }
 
+model::CacheFormat kv_cache_format(const Flags& flags) {
+  return model::parse_cache_format(flags.get_string("kv-cache-dtype"));
+}
+
 int64_t cuda_graph_max_batch(const Flags& flags) {
   if (flags.get_bool("enforce-eager") || flags.get_bool("disable-cuda-graph")) return 0;
   int64_t max_batch = flags.get_int("cuda-graph-max-bs");
@@ -57,7 +61,7 @@ model::ModelOptions model_options(const Flags& flags) {
     DSINFER_CHECK(flags.get_int("num-layers") >= 1, "--num-layers must be at least 1");
     options.num_layers = flags.get_int("num-layers");
   }
-  options.cache_format = model::parse_cache_format(flags.get_string("kv-cache-dtype"));
+  options.cache_format = kv_cache_format(flags);
   return options;
 }
 

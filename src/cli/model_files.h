@@ -15,8 +15,10 @@ chat::ChatTemplate load_chat_template(const std::string& dir);
 // --load-format (auto | dummy), --num-layers, the CUDA graph flags and --kv-cache-dtype, shared by
 // the verbs that load a model.
 void add_model_flags(Flags& flags);
-// --kv-cache-dtype alone (model::parse_cache_format's values), for verbs without the others (eval).
+// --kv-cache-dtype alone (model::parse_cache_format's values), for verbs without the others (eval),
+// and its value. Throws dsinfer::Error for a dtype that is not known.
 void add_kv_cache_dtype_flag(Flags& flags);
+model::CacheFormat kv_cache_format(const Flags& flags);
 model::ModelOptions model_options(const Flags& flags);
 // The largest decode batch that replays a CUDA graph, from --cuda-graph-max-bs, --enforce-eager and
 // --disable-cuda-graph (0: none).

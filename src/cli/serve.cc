@@ -141,8 +141,7 @@ int run_serve(int argc, char** argv) {
   std::string dir = flags.get_string("model");
   server::ServerOptions options;
   options.served_model_name = flags.has("served-model-name") ? flags.get_string("served-model-name") : dir;
-  options.kv_cache_dtype =
-      std::string(model::cache_format_name(model::parse_cache_format(flags.get_string("kv-cache-dtype"))));
+  options.kv_cache_dtype = std::string(model::cache_format_name(kv_cache_format(flags)));
   options.api_key = api_key(flags, std::getenv("DSINFER_API_KEY"), std::getenv("VLLM_API_KEY"));
   options.reasoning = reasoning_enabled(flags);
   options.allowed_origins = allowed_origins(flags);

@@ -99,7 +99,7 @@ void check_serve_flags(const Flags& flags) {
   const std::string dtype = flags.get_string("dtype");
   DSINFER_CHECK(dtype == "auto" || dtype == "bfloat16", "--dtype ", dtype, " is not supported: dsinfer computes in "
                 "bfloat16 on the GPU and float32 on the CPU; give auto or bfloat16 (or leave it out)");
-  model::parse_cache_format(flags.get_string("kv-cache-dtype"));  // refuses the unknown before anything loads
+  kv_cache_format(flags);  // refuses the unknown before anything loads
   expert_balance(flags, parallel_config(flags));
   DSINFER_CHECK(!flags.has("speculative-config"),
                 "--speculative-config is not supported yet: speculative decoding (MTP) arrives with issue 10");

@@ -232,15 +232,16 @@ Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionB
   check_batch(batch, T, "attention_absorbed");
   // Keys and values are the cached rows themselves: 576-wide scores, the first 512 as values. An
   // FP8 cache's rows are dequantized once, sequence after sequence (gather_cache's order).
+  const bool direct = cache.dtype() == DType::kF32;
   Tensor rows;
   std::vector<int64_t> first_row(batch.num_sequences() + 1, 0);
-  if (cache.dtype() != DType::kF32) {
+  if (!direct) {
     rows = gather_cache(cache, batch);
     for (int b = 0; b < batch.num_sequences(); ++b) first_row[b + 1] = first_row[b] + batch.context_lens[b];
   }
   auto row = [&](int b, int64_t j) {
-    return cache.dtype() == DType::kF32 ? cache.data<float>() + cache_slot(batch, b, j) * width
-                                        : rows.data<float>() + (first_row[b] + j) * width;
+    return direct ? cache.data<float>() + cache_slot(batch, b, j) * width
+                  : rows.data<float>() + (first_row[b] + j) * width;
   };
   auto score = [&](int64_t t, int64_t h, int b, int64_t j) {
     return scale * dot(q.data<float>() + (t * H + h) * width, row(b, j), width);
