@@ -5,10 +5,13 @@
 #include <dlfcn.h>
 #endif
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 
 namespace dsinfer::bench {
 #ifdef DSINFER_HAVE_CUPTI
@@ -25,6 +28,7 @@ struct Cupti {
 struct Record {
   uint64_t start, end;  // ns, the GPU's clock
   bool memset;
+  std::string name;  // a kernel's mangled name (CUPTI's string lives only as long as its buffer)
 };
 
 std::mutex records_mutex;
@@ -46,10 +50,10 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     while (cupti->next_record(buffer, valid_bytes, &record) == CUPTI_SUCCESS) {
       if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
         const auto* kernel = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-        records.push_back({kernel->start, kernel->end, false});
+        records.push_back({kernel->start, kernel->end, false, kernel->name != nullptr ? kernel->name : ""});
       } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
         const auto* memset = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-        records.push_back({memset->start, memset->end, true});
+        records.push_back({memset->start, memset->end, true, {}});
       }
     }
   }
@@ -92,7 +96,10 @@ void KernelActivity::begin() {
   records.clear();
 }
 
-std::vector<double> KernelActivity::spans_us(int calls) {
+namespace {
+
+// The records since begin(), in start order; forgets them.
+std::vector<Record> take_sorted() {
   cupti->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   std::vector<Record> sorted;
   {
@@ -100,6 +107,49 @@ std::vector<double> KernelActivity::spans_us(int calls) {
     sorted.swap(records);
   }
   std::sort(sorted.begin(), sorted.end(), [](const Record& a, const Record& b) { return a.start < b.start; });
+  return sorted;
+}
+
+// "void ns::(anonymous namespace)::kernel<2, 128>(Params)" -> "kernel<2, 128>": the demangled name
+// without return type, namespaces and arguments (the mangled one where it does not demangle).
+std::string short_name(const std::string& mangled) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled != nullptr ? demangled : mangled;
+  std::free(demangled);
+  // "(anonymous namespace)" is a namespace, not an argument list.
+  for (size_t at; (at = name.find("(anonymous namespace)")) != std::string::npos;) name.replace(at, 21, "anon");
+  // Cut the argument list: the last '(' at template depth 0.
+  int depth = 0;
+  size_t cut = name.size(), begin = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char ch = name[i];
+    if (ch == '<') ++depth;
+    if (ch == '>') --depth;
+    if (depth == 0 && ch == '(' && cut == name.size()) cut = i;
+    // A return type ends at a space at depth 0 before the arguments; namespaces at "::".
+    if (depth == 0 && i < cut && ch == ' ') begin = i + 1;
+    if (depth == 0 && i + 1 < cut && ch == ':' && name[i + 1] == ':') begin = i + 2;
+  }
+  return name.substr(begin, cut - begin);
+}
+
+}  // namespace
+
+std::vector<KernelRecord> KernelActivity::kernels() {
+  std::vector<KernelRecord> out;
+  uint64_t origin = 0;  // the first kernel's start: a clock's raw nanoseconds lose digits in a double
+  for (const Record& r : take_sorted()) {
+    if (r.memset) continue;
+    if (out.empty()) origin = r.start;
+    out.push_back({short_name(r.name), static_cast<double>(r.start - origin) * 1e-3,
+                   static_cast<double>(r.end - origin) * 1e-3});
+  }
+  return out;
+}
+
+std::vector<double> KernelActivity::spans_us(int calls) {
+  const std::vector<Record> sorted = take_sorted();
   std::vector<double> spans;
   uint64_t first = 0, last = 0;
   bool open = false, any = false;
@@ -126,6 +176,7 @@ std::vector<double> KernelActivity::spans_us(int calls) {
 KernelActivity* KernelActivity::get() { return nullptr; }
 void KernelActivity::begin() {}
 std::vector<double> KernelActivity::spans_us(int) { return {}; }
+std::vector<KernelRecord> KernelActivity::kernels() { return {}; }
 
 #endif
 }  // namespace dsinfer::bench

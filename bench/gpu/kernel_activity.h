@@ -10,9 +10,16 @@
 // cannot be loaded, available() is false and there are no kernel times (the event times remain).
 #pragma once
 
+#include <string>
 #include <vector>
 
 namespace dsinfer::bench {
+
+// One kernel's run, as CUPTI recorded it: its (demangled, argument-free) name and its span.
+struct KernelRecord {
+  std::string name;
+  double start_us, end_us;  // the GPU's clock, from the first record's start
+};
 
 class KernelActivity {
  public:
@@ -25,6 +32,9 @@ class KernelActivity {
   // flush, one before each call), the span of the kernels after it and before the next memset, in
   // microseconds, in order. Empty when the records do not split into `calls` such groups.
   std::vector<double> spans_us(int calls);
+  // After the work has finished on the GPU: every kernel since begin(), in start order (graph
+  // replays' kernels included, each node its own record).
+  std::vector<KernelRecord> kernels();
 
  private:
   KernelActivity() = default;

@@ -397,7 +397,9 @@ int run(int argc, char** argv) {
   config["runs"] = runs;
   config["timing"] = "CUDA events around one call, L2 flushed (256 MiB memset) before each, median; *_gpu_us: the "
                      "same runs' kernel time (first kernel start to last kernel end) from CUPTI's activity records, "
-                     "median, which the *_vs_* ratios use where present (ANCHORS.md's figures are kernel times)";
+                     "median, which the *_vs_* ratios use where present (ANCHORS.md's figures are kernel times); the "
+                     "small ops' (route, silu_mul, add_rms_norm, rope, write_latent_cache) *_us and *_tb_s are kernel "
+                     "times where CUPTI gives them";
   result["config"] = config;
   figures["ceiling_copy_tb_s"] = ceilings.copy_tb_s;
   figures["ceiling_bf16_tflops"] = ceilings.bf16_tflops;

@@ -11,7 +11,9 @@
 // too) is timed on the host clock with backend.synchronize() before and after, so its launches and
 // the copy of B tokens to the host count; median and p10/p90 of --steps steps after --warmup steps.
 // On a GPU the steps are also run back to back as the overlap scheduler runs them (each queued before
-// the previous one's tokens are waited for): the mean time per step is decode_overlapped_ms.
+// the previous one's tokens are waited for): the mean time per step is decode_overlapped_ms. Then one
+// more step's kernels, from CUPTI's records, give the time per kernel (step_breakdown.h), printed and
+// written as breakdown_b<B>.
 //
 // Roofline of a decode step at batch B, L kept layers (the MTP module is loaded but not run):
 //   bytes = the weights the step must read, in their stored dtype (io::checkpoint_tensors; FP8 with
@@ -52,7 +54,8 @@
 
 #ifdef DSINFER_HAS_CUDA
 #include "backend/cuda/cuda_backend.h"
-#include "ceilings.h"  // bench/gpu/, next to this file
+#include "ceilings.h"        // bench/gpu/, next to this file
+#include "step_breakdown.h"  // bench/gpu/, next to this file
 #endif
 
 namespace dsinfer::bench {
@@ -232,6 +235,7 @@ struct DecodeResult {
   std::optional<double> overlapped_ms;  // per step, steps pipelined as the overlap scheduler runs them
   int64_t non_finite_logits = 0;
   StepRoofline roofline;
+  Json breakdown;  // step_breakdown.h's, of one step as timed (null without CUPTI or a GPU)
 };
 
 // Greedy rows for every sequence of a decode step: what the engine asks of the device each step.
@@ -322,6 +326,24 @@ DecodeResult time_decode(const model::DeepseekModel& model, model::LatentCache& 
   return out;
 }
 
+#ifdef DSINFER_HAS_CUDA
+// Which kernels one decode step's time goes to (the step as time_decode times it), from CUPTI's
+// records; printed, and null when libcupti cannot be loaded.
+Json decode_breakdown(const model::DeepseekModel& model, model::LatentCache& cache, model::DecodeGraphs* graphs,
+                      int64_t batch, int64_t context) {
+  KernelActivity* activity = KernelActivity::get();
+  if (activity == nullptr) return Json();
+  const model::ForwardBatch step = decode_batch(batch, context, model.config().vocab_size);
+  model.backend().synchronize();
+  activity->begin();
+  decode_step(model, cache, graphs, step, greedy_rows(batch));
+  model.backend().synchronize();
+  const StepBreakdown breakdown = fold_kernels(activity->kernels());
+  print_breakdown(breakdown, str_cat("kernels of one decode step at batch ", batch), 16);
+  return breakdown_json(breakdown);
+}
+#endif
+
 // Seconds of the whole prefill (every step), the median of `runs` after one untimed run.
 double time_prefill(const model::DeepseekModel& model, model::LatentCache& cache,
                     const std::vector<model::ForwardBatch>& steps, int64_t runs) {
@@ -370,6 +392,7 @@ int run(int argc, char** argv) {
   flags.add_int("moe-gemv-max-rows", "GPU: experts with at most this many rows use the GEMV (default: the backend's)");
   flags.add_int("moe-fp8-mma-max-rows", "GPU: FP8 experts with 1..this many rows use the FP8-activation kernels "
                 "(0: never; default: the backend's)");
+  flags.add_int("moe-fp8-mma-min-rows", "GPU: ... and from this many rows, 1 or 2 (default: the backend's)");
   flags.add_bool("mla-mma-sync", "GPU: MLA decode on the mma.sync kernel instead of the WGMMA one");
   flags.add_bool("no-programmatic-gemv", "GPU: launch one-row bf16 products without programmatic dependencies");
   flags.add_bool("enforce-eager", "GPU: no CUDA graphs (by default decode steps replay graphs, and eager steps are "
@@ -413,6 +436,8 @@ int run(int argc, char** argv) {
     cuda_options.programmatic_gemv = !flags.get_bool("no-programmatic-gemv");
     if (flags.has("moe-fp8-mma-max-rows"))
       cuda_options.moe_fp8_mma_max_rows = static_cast<int>(flags.get_int("moe-fp8-mma-max-rows"));
+    if (flags.has("moe-fp8-mma-min-rows"))
+      cuda_options.moe_fp8_mma_min_rows = static_cast<int>(flags.get_int("moe-fp8-mma-min-rows"));
     backend = backend::cuda::make_cuda_backend(cuda_options);
   }
 #endif
@@ -511,6 +536,9 @@ int run(int argc, char** argv) {
     DecodeResult result = time_decode(*model, cache, graphs.get(), batch, context, warmup, steps);
     if (graphs) result.eager_ms = time_decode(*model, cache, nullptr, batch, context, warmup, steps).median_ms;
     if (on_gpu) result.overlapped_ms = time_overlapped(*model, cache, graphs.get(), batch, context, steps);
+#ifdef DSINFER_HAS_CUDA
+    if (on_gpu) result.breakdown = decode_breakdown(*model, cache, graphs.get(), batch, context);
+#endif
     result.roofline = decode_roofline(census, config, batch, context, cache_element_bytes, ceilings);
     const StepRoofline& r = result.roofline;
     char roofline_text[32] = "-", ratio_text[32] = "-";
@@ -559,7 +587,7 @@ int run(int argc, char** argv) {
   run_config["weights"] = fp8 ? "dummy, FP8 128x128 blocks as the checkpoint stores them" : "dummy, bf16";
   run_config["device_option"] = device;
   for (const char* knob : {"fp8-gemv-max-rows", "fp8-wgmma-max-rows", "bf16-gemv-max-rows", "moe-gemv-max-rows", "mla-min-split-pages",
-                           "moe-fp8-mma-max-rows"})
+                           "moe-fp8-mma-max-rows", "moe-fp8-mma-min-rows"})
     if (flags.has(knob)) run_config[knob] = flags.get_int(knob);
   if (flags.get_bool("mla-mma-sync")) run_config["mla-mma-sync"] = true;
   if (flags.get_bool("no-programmatic-gemv")) run_config["no-programmatic-gemv"] = true;
@@ -606,6 +634,7 @@ int run(int argc, char** argv) {
     detail["roofline_ms"] = optional_number(d.roofline.ms);
     detail["logits_to_host_bytes"] = d.batch * config.vocab_size * 4;
     detail["non_finite_logits"] = d.non_finite_logits;
+    if (!d.breakdown.is_null()) result["breakdown_b" + b] = d.breakdown;
     per_batch.push_back(detail);
   }
   anchor["decode_steps"] = per_batch;

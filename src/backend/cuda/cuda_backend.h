@@ -59,7 +59,13 @@ struct CudaOptions {
   // FP8-activation product kernels (moe_fp8_rows.h: weights unpacked once, tiles of 8 rows) instead of
   // the 16-row tensor-core tile; 0: never. At most 32. H200, V3 widths, one MoE layer (moe_fp8_rows_check,
   // all experts' rows through one path): 256 tokens 4.08 vs 4.88 ms; 64 tokens 3.37 vs 3.48 ms.
-  int moe_fp8_mma_max_rows = 16;
+  // 32, not 16: at batch 256 the one or two experts past 16 rows took 190 us of a 7.5 ms 4-layer
+  // step on the 16-row tile (model_step_bench's kernel breakdown); as 16-row chunks of the same
+  // launch they cost one more read of their weights.
+  int moe_fp8_mma_max_rows = 32;
+  // ... from this many rows (MoeShape::fp8_mma_min_rows): 2 leaves one-row experts to the GEMV, 1
+  // takes them too from two tokens on. 1 or 2.
+  int moe_fp8_mma_min_rows = 2;
   // MLA decode: the fewest cache pages a split-KV chunk covers (mla_decode.h). H200, V3 widths, 4
   // layers at context 2048, graphs on, step ms at batch 1 / 8 / 64 / 256 (bench/gpu/model_step_bench
   // --mla-min-split-pages): 2 pages 1.471 / 3.009 / 5.889 / 10.604, 1 page 1.469 / 3.043 / 5.914 / 10.618.

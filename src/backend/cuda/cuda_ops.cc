@@ -51,6 +51,7 @@ class Ops final : public CudaOps {
         reference_(options.reference_kernels),
         moe_gemv_max_rows_(options.moe_gemv_max_rows),
         moe_fp8_mma_max_rows_(options.moe_fp8_mma_max_rows),
+        moe_fp8_mma_min_rows_(options.moe_fp8_mma_min_rows),
         mla_min_split_pages_(options.mla_min_split_pages),
         mla_kernel_(options.mla_wgmma ? MlaDecodeKernel::kWgmma : MlaDecodeKernel::kTensorCore),
         gemm_(gemm_options(options)),
@@ -169,6 +170,7 @@ class Ops final : public CudaOps {
     // bf16 experts need none of their scratch).
     const bool fp8_experts = gate_up.format == WeightFormat::kFp8Block || down.format == WeightFormat::kFp8Block;
     shape.fp8_mma_max_rows = reference_ || !fp8_experts ? 0 : moe_fp8_mma_max_rows_;
+    shape.fp8_mma_min_rows = moe_fp8_mma_min_rows_;
     DSINFER_CHECK(gate_up.data.rank() == 3 && down.data.rank() == 3 && gate_up.data.dim(1) == 2 * shape.inter &&
                       gate_up.data.dim(2) == shape.hidden && down.data.dim(1) == shape.hidden &&
                       routing.expert_ids.dim(0) == shape.tokens,
@@ -243,6 +245,7 @@ class Ops final : public CudaOps {
   bool reference_;
   int moe_gemv_max_rows_;
   int moe_fp8_mma_max_rows_;
+  int moe_fp8_mma_min_rows_;
   int mla_min_split_pages_;
   MlaDecodeKernel mla_kernel_;
   GemmRunner gemm_;

@@ -759,6 +759,9 @@ void check_shape(const MoeShape& s) {
                 ") are not all int32 expert ids");
   DSINFER_CHECK(s.fp8_mma_max_rows >= 0 && s.fp8_mma_max_rows <= kFp8RowsMaxRows, "moe_experts: fp8_mma_max_rows ",
                 s.fp8_mma_max_rows, " outside 0..", kFp8RowsMaxRows);
+  // The FP8 range must start where one of grouped_product's launches does (1 or 2).
+  DSINFER_CHECK(s.fp8_mma_min_rows == 1 || s.fp8_mma_min_rows == 2, "moe_experts: fp8_mma_min_rows ",
+                s.fp8_mma_min_rows, " is neither 1 nor 2");
 }
 
 // The most rows per expert the FP8 products take for shape s (moe_fp8_rows.h): 0 when they are off
@@ -951,12 +954,15 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
   const int mma_min_rows = std::max(shape.gemv_max_rows, 1) + 1;
   const bool use_mma = rows >= mma_min_rows && H % 16 == 0 && I % 16 == 0 && aligned16(x) &&
                        aligned16(gate_up.data) && aligned16(down.data);
-  // The FP8 products take the experts whose rows would go to the 16-row tensor-core tile (with the
-  // tensor-core kernel, from mma_min_rows; else from 1) up to fp8_rows_limit, per product with FP8
-  // weights. Experts with fewer rows keep the GEMV: there the FP8 products were slower on an H200
-  // (moe_fp8_rows_check: T = 1, 123 vs 127 us; T = 8, 736 vs 737 us), from ~3 rows faster (T = 64,
-  // 3.36 vs 2.95 ms; T = 256, 4.54 vs 3.55 ms).
-  const RowRange fp8_rows{use_mma ? mma_min_rows : 1, fp8_rows_limit(shape)};
+  // The FP8 products take the experts of fp8_mma_min_rows (1 only from two tokens on; at most
+  // mma_min_rows) to fp8_rows_limit rows, per product with FP8 weights (without the tensor-core
+  // kernel, from 1). Experts with fewer rows keep the GEMV. An H200 (moe_fp8_rows_check) timed the two
+  // alike where every expert has one or two rows (T = 1, 118 vs 118 us; T = 8, 743 vs 740 us) and the
+  // FP8 products ahead from ~3 rows (T = 64, 3.00 vs 3.54 ms; T = 256, 3.40 vs 4.89 ms); in the
+  // 4-layer V3 step, taking two-row experts too saved 0.2 ms at batch 64 (model_step_bench): one
+  // launch over all experts instead of a wide GEMV's and its tail after it.
+  const int fp8_lo = use_mma ? std::min(mma_min_rows, T >= 2 ? shape.fp8_mma_min_rows : 2) : 1;
+  const RowRange fp8_rows{fp8_lo, fp8_rows_limit(shape)};
   // With fewer tokens than the range's first count, no expert reaches it unless the router repeated
   // an id in a row: the old kernels then take every expert (a T = 1 step launches nothing more).
   const bool fp8_reachable = !fp8_rows.empty() && T >= fp8_rows.lo;

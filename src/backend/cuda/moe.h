@@ -47,7 +47,10 @@ struct MoeShape {
   // Kernel choice: experts with 1..fp8_mma_max_rows rows take the FP8 tensor-core products
   // (moe_fp8_rows.h: fp8 activations, no dequantization pass) for each product whose weights are FP8,
   // when H and I are multiples of 128; the kernels above take the other experts. 0: never. 0..32.
-  int fp8_mma_max_rows = 16;
+  int fp8_mma_max_rows = 32;
+  // ... and from this many rows: 2 leaves one-row experts to the one-row GEMV, 1 takes them too
+  // (from 2 tokens on: a single token's experts all have one row, and stay on the GEMV). 1 or 2.
+  int fp8_mma_min_rows = 2;
 };
 
 // Bytes of device scratch moe_experts needs for shape (grows with shape.tokens): the per-expert row

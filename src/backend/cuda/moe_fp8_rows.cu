@@ -42,12 +42,12 @@
 // Kernels, in stream order from moe.cu:
 //   fp8_rows_quantize (x, then h): one warp per (row, 128 columns), 256 threads per block.
 //   fp8_rows_kernel<gate_up>: persistent, 2 blocks x 128 threads per SM (launch bounds; the grid is
-//     SMs x resident blocks, at most the work). Every block lists the experts with 1..max_rows rows
-//     from the device offsets (expert order), and walks work items item = blockIdx.x + n * gridDim.x
-//     of (expert, 128-row weight tile): gate_up, 64 gate rows and the matching 64 up rows (outputs
+//     SMs x resident blocks, at most the work). Every block lists the experts with min..max_rows rows
+//     from the device offsets (expert order; one of 17 to 32 rows as two chunks of 16), and walks
+//     work items item = blockIdx.x + n * gridDim.x of (chunk, 128-row weight tile): gate_up, 64 gate rows and the matching 64 up rows (outputs
 //     i0 .. i0 + 63); down, 128 output rows. Warp w takes 32 rows of the tile as two m16 tiles (gate_up:
 //     gate rows i0 + 16w .. +15 and up rows I + i0 + 16w .. +15, so silu(g) * u pairs the same register
-//     of both; down: rows 32w .. 32w + 31) and all of the expert's rows as up to kMaxNt n8 tiles, over
+//     of both; down: rows 32w .. 32w + 31) and all of the chunk's rows as up to kMaxNt n8 tiles, over
 //     the whole of K (no split-K, no reduction). Per 128-column block: 8 k16 steps into a zeroed f32
 //     partial, then partial * weight_scale * act_scale is added to the running sum (DeepGEMM's
 //     promotion: tensor-core accumulation never runs past 128 columns).
@@ -166,26 +166,38 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 
 __device__ __forceinline__ float silu_times(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
 
-// The experts with min_rows..max_rows rows, in expert order, into active[]; returns their number.
-// All threads of the block call it (it synchronizes).
-__device__ int list_experts(const int32_t* offsets, int num_experts, int min_rows, int max_rows, int* active,
-                           int* warp_counts) {
+// An expert with more rows than one item's n8 tiles hold is served as several chunks of chunk_rows
+// rows, each its own work items (its weights are read once a chunk, all in the one launch: a 17-row
+// expert at T = 256 costs one more read of 44 MB instead of a launch of its own).
+constexpr int kMaxChunks = kFp8RowsMaxRows / 16;  // chunk_rows >= 16 (kMaxNt >= 2)
+__device__ __forceinline__ int chunk_entry(int expert, int chunk) { return expert * kMaxChunks + chunk; }
+
+// The chunks of the experts with min_rows..max_rows rows, in expert order, into active[]
+// (chunk_entry's); returns their number. All threads of the block call it (it synchronizes).
+__device__ int list_experts(const int32_t* offsets, int num_experts, int min_rows, int max_rows, int chunk_rows,
+                           int* active, int* warp_counts) {
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   int listed = 0;
   for (int base = 0; base < num_experts; base += kThreads) {  // uniform over the block
     const int e = base + tid;
     const int rows = e < num_experts ? offsets[e + 1] - offsets[e] : 0;
-    const bool take = rows >= min_rows && rows <= max_rows;
-    const unsigned ballot = __ballot_sync(kFullMask, take);
-    if (lane == 0) warp_counts[warp] = __popc(ballot);
+    const int chunks = rows >= min_rows && rows <= max_rows ? (rows + chunk_rows - 1) / chunk_rows : 0;
+    int before_in_warp = chunks;  // inclusive prefix sum over the warp, then exclusive
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const int n = __shfl_up_sync(kFullMask, before_in_warp, d);
+      if (lane >= d) before_in_warp += n;
+    }
+    if (lane == 31) warp_counts[warp] = before_in_warp;
+    before_in_warp -= chunks;
     __syncthreads();
-    int before = listed, total = listed;
+    int before = listed + before_in_warp, total = listed;
     for (int w = 0; w < kWarps; ++w) {
       const int n = warp_counts[w];
       before += w < warp ? n : 0;
       total += n;
     }
-    if (take) active[before + __popc(ballot & ((1u << lane) - 1u))] = e;
+    for (int i = 0; i < chunks; ++i) active[before + i] = chunk_entry(e, i);
     listed = total;
     __syncthreads();  // warp_counts is rewritten by the next round; active[] is complete after the last
   }
@@ -219,12 +231,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fp8_rows_kernel(const 
   static_assert(kWarps * kWarpStageBytes == kStageStride, "kWarpLoad: a stage is the warps' slices");
   // kWarpLoad: [kStages][kWarps][kStageKBlocks][32 rows][8 chunks]; else [kStages][kSlots][kThreads].
   extern __shared__ uint4 ring[];
-  __shared__ int active[kMaxExperts];
+  constexpr int kChunkRows = 8 * kMaxNt;
+  static_assert(kChunkRows >= kFp8RowsMaxRows / kMaxChunks, "an expert's rows fit its chunks");
+  __shared__ int active[kMaxExperts * kMaxChunks];
   __shared__ int warp_counts[kWarps];
 
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, c = lane % 4;
-  const int listed = list_experts(p.offsets, p.num_experts, p.min_rows, p.max_rows, active, warp_counts);
+  const int listed = list_experts(p.offsets, p.num_experts, p.min_rows, p.max_rows, kChunkRows, active, warp_counts);
   const int items = listed * p.tiles;
   const int stages_per_item = p.k_blocks / kStageKBlocks;
   const int grid = static_cast<int>(gridDim.x);
@@ -261,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fp8_rows_kernel(const 
   int produce_item = first_item, produce_stage = 0, produced = 0;
   uint32_t produce_slot = 0;
   auto producer_item = [&]() {
-    const int expert = active[produce_item / p.tiles], tile = produce_item % p.tiles;
+    const int expert = active[produce_item / p.tiles] / kMaxChunks, tile = produce_item % p.tiles;
     const uint8_t* base = p.weight + int64_t{expert} * p.weight_rows * K;
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
@@ -312,10 +326,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fp8_rows_kernel(const 
   const float* act_scale_row[kMaxNt][2];  // scale rows of columns 2c and 2c + 1 of n8 tile j
   const float* weight_scale_row[2];     // scale row of each m16 tile
   auto consumer_item = [&]() {
-    const int expert = active[consume_item / p.tiles];
+    const int entry = active[consume_item / p.tiles];
+    const int expert = entry / kMaxChunks, chunk = entry % kMaxChunks;
     tile = consume_item % p.tiles;
-    first = p.offsets[expert];
-    count = p.offsets[expert + 1] - first;  // 1..max_rows <= 8 kMaxNt
+    first = p.offsets[expert] + chunk * kChunkRows;  // the chunk's rows
+    count = min(p.offsets[expert + 1] - first, kChunkRows);  // 1..8 kMaxNt
     n_tiles = (count + 7) / 8;
 #pragma unroll
     for (int j = 0; j < kMaxNt; ++j) {
@@ -344,6 +359,34 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fp8_rows_kernel(const 
 
   uint32_t consume_slot = 0;
   for (int s = 0; s < total; ++s) {
+    // The stage's activation fragments and scales, all requested before the wait for its weights:
+    // one L2 latency a stage, under that wait, instead of one per scale read and 64-column half.
+    float weight_scale[kStageKBlocks][2];
+    float act_scale[kStageKBlocks][kMaxNt][2];
+    uint4 b[kStageKBlocks][2][kMaxNt][2];  // [kb_in][half][n8 tile]: this lane's f16 columns 0..7, 8..15
+#pragma unroll
+    for (int kb_in = 0; kb_in < kStageKBlocks; ++kb_in) {
+      const int kb = consume_stage * kStageKBlocks + kb_in;
+#pragma unroll
+      for (int m = 0; m < 2; ++m) weight_scale[kb_in][m] = __ldg(weight_scale_row[m] + kb);
+#pragma unroll
+      for (int j = 0; j < kMaxNt; ++j) {
+        act_scale[kb_in][j][0] = act_scale[kb_in][j][1] = 0.0f;
+        if (j < n_tiles) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) act_scale[kb_in][j][e] = __ldg(act_scale_row[j][e] + kb);
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          b[kb_in][half][j][0] = b[kb_in][half][j][1] = make_uint4(0, 0, 0, 0);
+          if (j < n_tiles) {
+            const uint4* source = reinterpret_cast<const uint4*>(act_lane[j] + int64_t{kb} * kBlockEdge + 64 * half);
+            b[kb_in][half][j][0] = __ldg(source);
+            b[kb_in][half][j][1] = __ldg(source + 1);
+          }
+        }
+      }
+    }
     wait_group<kStages - 2>();  // this thread's stage s has landed
     // kWarpLoad: and every lane's of this warp; all lanes' reads of slot s - 1 are done before it is refilled.
     if constexpr (kWarpLoad) __syncwarp();
@@ -353,19 +396,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fp8_rows_kernel(const 
                          (kWarpLoad ? warp * (kWarpStageBytes / 16) + 8 * g + c : tid);
 #pragma unroll
     for (int kb_in = 0; kb_in < kStageKBlocks; ++kb_in) {
-      const int kb = consume_stage * kStageKBlocks + kb_in;
-      float weight_scale[2];
-#pragma unroll
-      for (int m = 0; m < 2; ++m) weight_scale[m] = __ldg(weight_scale_row[m] + kb);
-      float act_scale[kMaxNt][2];
-#pragma unroll
-      for (int j = 0; j < kMaxNt; ++j) {
-        act_scale[j][0] = act_scale[j][1] = 0.0f;
-        if (j < n_tiles) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) act_scale[j][e] = __ldg(act_scale_row[j][e] + kb);
-        }
-      }
       float part[2][kMaxNt][4];
 #pragma unroll
       for (int m = 0; m < 2; ++m)
@@ -375,17 +405,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fp8_rows_kernel(const 
           for (int r = 0; r < 4; ++r) part[m][j][r] = 0.0f;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        // This lane's activation columns of the chunk, f16: [n8 tile][columns 0..7, 8..15].
-        uint4 b[kMaxNt][2];
-#pragma unroll
-        for (int j = 0; j < kMaxNt; ++j) {
-          b[j][0] = b[j][1] = make_uint4(0, 0, 0, 0);
-          if (j < n_tiles) {
-            const uint4* source = reinterpret_cast<const uint4*>(act_lane[j] + int64_t{kb} * kBlockEdge + 64 * half);
-            b[j][0] = __ldg(source);
-            b[j][1] = __ldg(source + 1);
-          }
-        }
         uint4 a[2][2];  // [m16 tile][row g, g + 8]: 16 e4m3 each
 #pragma unroll
         for (int m = 0; m < 2; ++m)
@@ -409,7 +428,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fp8_rows_kernel(const 
 #pragma unroll
           for (int j = 0; j < kMaxNt; ++j) {
             if (j >= n_tiles) continue;
-            const uint32_t b0 = word(b[j][w / 2], 2 * (w % 2)), b1 = word(b[j][w / 2], 2 * (w % 2) + 1);
+            const uint4& bj = b[kb_in][half][j][w / 2];
+            const uint32_t b0 = word(bj, 2 * (w % 2)), b1 = word(bj, 2 * (w % 2) + 1);
 #pragma unroll
             for (int m = 0; m < 2; ++m) mma_f16(part[m][j], a_f16[m], b0, b1);
           }
@@ -421,8 +441,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fp8_rows_kernel(const 
 #pragma unroll
         for (int j = 0; j < kMaxNt; ++j) {
           if (j >= n_tiles) continue;
-          const float scale_even = weight_scale[m] * act_scale[j][0];
-          const float scale_odd = weight_scale[m] * act_scale[j][1];
+          const float scale_even = weight_scale[kb_in][m] * act_scale[kb_in][j][0];
+          const float scale_odd = weight_scale[kb_in][m] * act_scale[kb_in][j][1];
 #pragma unroll
           for (int r = 0; r < 4; ++r)
             sum[m][j][r] = fmaf(part[m][j][r], r % 2 == 0 ? scale_even : scale_odd, sum[m][j][r]);
@@ -524,21 +544,21 @@ void launch_product(const Params& p, int64_t max_items, cudaStream_t stream) {
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 
+// Two n8 tiles an item: experts of 17 to 32 rows are two chunks (list_experts). Four tiles took too
+// many registers for 2-block stages, and as a launch of their own the few experts that large left
+// most SMs idle (an H200, T = 256: 190 us for one or two experts on the 16-row tensor-core tile).
+constexpr int kItemNt = 2;
+
 template <bool kGateUp, bool kWarpLoad>
-void launch_product(const Params& p, int max_nt, int stage_k_blocks, int64_t max_items, cudaStream_t stream) {
-  if (max_nt == 2) {
-    stage_k_blocks == 2 ? launch_product<kGateUp, 2, 2, kWarpLoad>(p, max_items, stream)
-                        : launch_product<kGateUp, 2, 1, kWarpLoad>(p, max_items, stream);
-  } else {  // four n8 tiles take too many registers for 2-block stages (spills): always 1
-    launch_product<kGateUp, 4, 1, kWarpLoad>(p, max_items, stream);
-  }
+void launch_product(const Params& p, int stage_k_blocks, int64_t max_items, cudaStream_t stream) {
+  stage_k_blocks == 2 ? launch_product<kGateUp, kItemNt, 2, kWarpLoad>(p, max_items, stream)
+                      : launch_product<kGateUp, kItemNt, 1, kWarpLoad>(p, max_items, stream);
 }
 
 template <bool kGateUp>
-void launch_product(const Params& p, Fp8RowsLoad load, int max_nt, int stage_k_blocks, int64_t max_items,
-                    cudaStream_t stream) {
-  load == Fp8RowsLoad::kWarpRows ? launch_product<kGateUp, true>(p, max_nt, stage_k_blocks, max_items, stream)
-                                 : launch_product<kGateUp, false>(p, max_nt, stage_k_blocks, max_items, stream);
+void launch_product(const Params& p, Fp8RowsLoad load, int stage_k_blocks, int64_t max_items, cudaStream_t stream) {
+  load == Fp8RowsLoad::kWarpRows ? launch_product<kGateUp, true>(p, stage_k_blocks, max_items, stream)
+                                 : launch_product<kGateUp, false>(p, stage_k_blocks, max_items, stream);
 }
 
 }  // namespace
@@ -603,14 +623,14 @@ void fp8_rows_product(const Fp8RowsProduct& a, cudaStream_t stream) {
   p.outputs = static_cast<int>(a.gate_up ? a.inter : a.hidden);
   p.inter = static_cast<int>(a.inter);
   p.tiles = static_cast<int>(a.gate_up ? a.inter / 64 : a.hidden / kBlockEdge);
-  const int max_nt = a.max_rows <= 16 ? 2 : 4;
   const int stage_k_blocks = a.stage_k_blocks == 2 && p.k_blocks % 2 == 0 ? 2 : 1;
-  // Each expert served has at least min_rows rows: at most min(E, rows / min_rows) experts, `tiles`
-  // items each.
-  const int64_t max_items = std::min<int64_t>(a.num_experts, a.row_bound / a.min_rows) * p.tiles;
+  // Each expert served has at least min_rows rows: at most min(E, rows / min_rows) experts, each of
+  // at most ceil(max_rows / chunk rows) chunks of `tiles` items (this only sizes the grid).
+  const int64_t chunks = (a.max_rows + 8 * kItemNt - 1) / (8 * kItemNt);
+  const int64_t max_items = std::min<int64_t>(a.num_experts, a.row_bound / a.min_rows) * chunks * p.tiles;
   if (max_items == 0) return;
-  a.gate_up ? launch_product<true>(p, a.load, max_nt, stage_k_blocks, max_items, stream)
-            : launch_product<false>(p, a.load, max_nt, stage_k_blocks, max_items, stream);
+  a.gate_up ? launch_product<true>(p, a.load, stage_k_blocks, max_items, stream)
+            : launch_product<false>(p, a.load, stage_k_blocks, max_items, stream);
 }
 
 }  // namespace dsinfer::backend::cuda

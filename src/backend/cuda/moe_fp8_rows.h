@@ -28,7 +28,7 @@
 
 namespace dsinfer::backend::cuda {
 
-// The most rows per expert the product kernels take (four n8 tiles of activation rows).
+// The most rows per expert the product kernels take (two chunks of two n8 tiles of activation rows).
 inline constexpr int kFp8RowsMaxRows = 32;
 
 // Whether the kernels serve these widths: H and I multiples of 128 (whole scale blocks, whole tiles).
@@ -69,7 +69,7 @@ struct Fp8RowsProduct {
   __nv_bfloat16* out = nullptr;            // gate_up: h [rows, I]; down: y [rows, H]; bf16
   // Tuning, not semantics (the result is the same bits): 128-column blocks per pipeline stage, 1 (six
   // stages of 16 KB per block) or 2 (three of 32 KB); 0 takes the default (1). 2 applies only with
-  // max_rows <= 16 and K / 128 even (else 1).
+  // K / 128 even (else 1).
   int stage_k_blocks = 0;
   Fp8RowsLoad load = Fp8RowsLoad::kWarpRows;  // tuning, not semantics (above)
 };

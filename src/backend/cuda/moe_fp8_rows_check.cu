@@ -8,7 +8,7 @@
 // near a normal of sigma ~147, saturating at 448, as block-quantized weights look) with f32 scales per
 // 128 x 128 block (2e-4 x [0.5, 1.5)); x ~ N(0, 1) in bf16; routing weights positive, summing to 2.5.
 // Checks (exit 1 on any failure):
-//   1. moe_experts with the FP8 products (fp8_mma_max_rows 16, or 32 where named) against the old
+//   1. moe_experts with the FP8 products (fp8_mma_max_rows 32 as CudaOptions sets it, or 16 where named) against the old
 //      kernels (fp8_mma_max_rows 0, gemv_max_rows 2 as CudaOptions sets it): NMSE <= 6e-3, the
 //      conformance bound for FP8 experts (kBoundMoeFp8; expected ~1e-3 from the fp8 activations).
 //   2. The FP8 path against a host float64 reference for up to 3 tokens computed from the same fp8
@@ -23,7 +23,7 @@
 //      (more than max rows) left as they were.
 // Cases: uniform routing at T = 1, 8, 64, 256; T = 1 with a repeated expert (3 rows); T = 64 with hot
 // experts of 64, 32 and 20 rows (the old kernels take them; with fp8_mma_max_rows 32 the FP8 products
-// take the 32- and 20-row ones: 4 n8 tiles); T = 256 with out-of-range ids and repeated ids.
+// take the 32- and 20-row ones, each as two 16-row chunks); T = 256 with out-of-range ids and repeated ids.
 // Timing (skipped with --quick), for the uniform cases: CUDA events around one call, the L2 flushed
 // before it (a memset of max(4 x L2, 256 MiB)), median of --runs (default 30) runs.
 //   moe_experts, FP8 path and old path: the whole op (plan, quantization, both products, combine).
@@ -267,6 +267,7 @@ MoeShape shape_for(int64_t tokens, int fp8_max_rows) {
   s.hidden = kHidden;
   s.gemv_max_rows = 2;  // CudaOptions::moe_gemv_max_rows
   s.fp8_mma_max_rows = fp8_max_rows;
+  s.fp8_mma_min_rows = 2;  // CudaOptions::moe_fp8_mma_min_rows
   return s;
 }
 
@@ -615,9 +616,9 @@ void run_case(Device& d, const Experts& ex, const Case& c, uint64_t seed, bool q
   if (static_cast<int>(tokens.size()) > kReferenceTokens) tokens.resize(kReferenceTokens);
   std::vector<uint16_t> ref_rows, fp8_rows_sel, old_rows_sel;
   for (int64_t t : tokens) {
-    // The FP8 products take the experts past the GEMV's rows (shape_for's gemv_max_rows) up to the
-    // case's limit, in steps of at least 3 tokens; the others keep bf16 activations.
-    auto fp8_served = [&](int32_t e) { return c.tokens >= 3 && counts[e] > 2 && counts[e] <= c.fp8_max_rows; };
+    // The FP8 products take the experts of 2 rows (shape_for's fp8_mma_min_rows) up to the case's
+    // limit, in steps of at least 2 tokens; the others keep bf16 activations.
+    auto fp8_served = [&](int32_t e) { return c.tokens >= 2 && counts[e] >= 2 && counts[e] <= c.fp8_max_rows; };
     for (float v : reference_token(ex, in, t, fp8_served)) ref_rows.push_back(bf16_bits(v));
     fp8_rows_sel.insert(fp8_rows_sel.end(), fp8_path.begin() + t * kHidden, fp8_path.begin() + (t + 1) * kHidden);
     old_rows_sel.insert(old_rows_sel.end(), old_path.begin() + t * kHidden, old_path.begin() + (t + 1) * kHidden);
@@ -661,10 +662,10 @@ int run(int argc, char** argv) {
               static_cast<long long>(d.l2_bytes >> 20));
 
   const std::vector<Case> cases = {
-      {"uniform T=1", 1, RoutingKind::kUniform, 16, true},
-      {"uniform T=8", 8, RoutingKind::kUniform, 16, true},
-      {"uniform T=64", 64, RoutingKind::kUniform, 16, true},
-      {"uniform T=256", 256, RoutingKind::kUniform, 16, true},
+      {"uniform T=1", 1, RoutingKind::kUniform, 32, true},
+      {"uniform T=8", 8, RoutingKind::kUniform, 32, true},
+      {"uniform T=64", 64, RoutingKind::kUniform, 32, true},
+      {"uniform T=256", 256, RoutingKind::kUniform, 32, true},
       {"repeated expert T=1", 1, RoutingKind::kRepeated, 16, false},
       {"hot experts T=64, max rows 16", 64, RoutingKind::kHot, 16, false},
       {"hot experts T=64, max rows 32", 64, RoutingKind::kHot, 32, true},
