@@ -334,6 +334,11 @@ class Backend {
   // x [T, G, K], weight [G, N, K] (dense, compute dtype or f32) -> [T, G, N]: one product per group
   // (per attention head).
   virtual Tensor grouped_linear(const Tensor& x, const Tensor& weight) = 0;
+  // Absorbed MLA's query: q [T, H, dn + dr] (the rope dims rotated), w_uk_t [H, L, dn] (compute
+  // dtype or f32) -> [T, H, L + dr]: per head q[:, h, :dn] . w_uk_t[h]^T, then q[:, h, dn:] as it is.
+  // The same as concat_last(grouped_linear(q's first dn columns, w_uk_t), q's last dr columns), in
+  // one op so that a device writes both parts in place (no slice or concatenation copies).
+  virtual Tensor absorb_query(const Tensor& q, const Tensor& w_uk_t) = 0;
 
   // Rotary embedding in place on dims [begin, begin + rope_dim) of the last axis of x [T, G, D],
   // at positions [T] (rope_dim = 2 * table width).

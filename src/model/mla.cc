@@ -91,12 +91,7 @@ Tensor MlaAttention::expanded(const Tensor& q, const Tensor& cache, const backen
 }
 
 Tensor MlaAttention::absorbed(const Tensor& q, const Tensor& cache, const backend::AttentionBatch& batch) const {
-  int64_t T = q.dim(0);
-  Tensor flat = q.view({T * heads_, nope_dim_ + rope_dim_});
-  Tensor q_nope = backend_.slice_last(flat, 0, nope_dim_).view({T, heads_, nope_dim_});
-  Tensor q_rope = backend_.slice_last(flat, nope_dim_, nope_dim_ + rope_dim_);           // [T * H, dr]
-  Tensor q_latent = backend_.grouped_linear(q_nope, w_uk_t_).view({T * heads_, latent_});  // [T * H, L]
-  Tensor query = backend_.concat_last(q_latent, q_rope).view({T, heads_, latent_ + rope_dim_});
+  Tensor query = backend_.absorb_query(q, w_uk_t_);                                      // [T, H, L + dr]
   Tensor out_latent = backend_.attention_absorbed(query, cache, batch, scale_, latent_);  // [T, H, L]
   return backend_.grouped_linear(out_latent, w_uv_);                                      // [T, H, dv]
 }

@@ -661,6 +661,19 @@ Case grouped_case(const std::string& name, int64_t T, int64_t H, int64_t K, int6
   });
 }
 
+// Absorbed MLA's query, q [T, H, dn + dr] and w_uk_t [H, L, dn] -> [T, H, L + dr].
+Case absorb_query_case(const std::string& name, int64_t T, int64_t H) {
+  return make_case("absorb_query", name, [=](uint64_t seed) {
+    OpSpec s;
+    s.args = {{"q", ArgKind::kActivation, activation({T, H, kNopeDim + kRopeDim}, stream(seed, 0), 1.0f)},
+              {"w_uk_t", ArgKind::kConstant, normal_bf16({H, kLatent, kNopeDim}, stream(seed, 1), 0.05f)}};
+    s.results = {"query"};
+    s.call = [](Backend& b, std::vector<Tensor>& a) { return Results{b.absorb_query(a[0], a[1])}; };
+    s.compare = compare_with(kBoundProduct);
+    return s;
+  });
+}
+
 struct MlaGrouped { const char* name; int64_t K, N; };
 constexpr MlaGrouped kMlaGrouped[] = {{"w_uk absorb", kNopeDim, kLatent}, {"w_uv unfold", kLatent, kValueDim}};
 
@@ -697,6 +710,8 @@ void add_linear_cases(std::vector<Case>& cases, const Dims& d) {
   for (MlaGrouped g : kMlaGrouped)
     for (int64_t T : d.pick<int64_t>({1, 16}, {1, 64, 256}))
       cases.push_back(grouped_case(str_cat(g.name, " ", d.heads, "x", g.K, "->", g.N, " T=", T), T, d.heads, g.K, g.N));
+  for (int64_t T : d.pick<int64_t>({1, 16}, {1, 64, 256}))
+    cases.push_back(absorb_query_case(str_cat(d.heads, " heads T=", T), T, d.heads));
 
   // One-token shapes that take each tiling of the CUDA GEMV (gemv.cu): 8-lane teams (K = 64),
   // 16-lane teams, rows that 4 does not divide, K split over 8 warps (N = 8, K = 16384), a K that is
@@ -2116,7 +2131,7 @@ const std::vector<std::string>& conformance_ops() {
   static const std::vector<std::string> ops = {
       "fill_uniform", "embedding",   "rms_norm",     "add_rms_norm_inplace", "add_inplace",  "silu_mul",
       "concat_last", "slice_last",   "gather_rows",          "concat_rows",  "linear",
-      "linear_f32",  "grouped_linear", "rope_inplace",       "write_cache",  "write_latent_cache", "gather_cache",
+      "linear_f32",  "grouped_linear", "absorb_query", "rope_inplace",       "write_cache",  "write_latent_cache", "gather_cache",
       "attention_expanded", "attention_absorbed", "route",   "moe_experts",
       "sample_tokens", "queue_sample_tokens", "resolve_placeholders", "map_expert_ids", "count_expert_ids",
   };

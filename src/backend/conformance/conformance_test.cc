@@ -49,6 +49,7 @@ class ForwardingBackend : public Backend {
   Tensor linear(const Tensor& x, const LinearWeight& weight) override { return inner_->linear(x, weight); }
   Tensor linear_f32(const Tensor& x, const LinearWeight& weight) override { return inner_->linear_f32(x, weight); }
   Tensor grouped_linear(const Tensor& x, const Tensor& weight) override { return inner_->grouped_linear(x, weight); }
+  Tensor absorb_query(const Tensor& q, const Tensor& w_uk_t) override { return inner_->absorb_query(q, w_uk_t); }
   void rope_inplace(Tensor& x, int64_t begin, const std::vector<int32_t>& positions, const RopeTable& table) override {
     inner_->rope_inplace(x, begin, positions, table);
   }
@@ -142,6 +143,9 @@ class Bf16Backend final : public ForwardingBackend {
   Tensor linear_f32(const Tensor& x, const LinearWeight& weight) override { return product(x, weight); }
   Tensor grouped_linear(const Tensor& x, const Tensor& weight) override {
     return narrow(inner().grouped_linear(widen(x), weight));
+  }
+  Tensor absorb_query(const Tensor& q, const Tensor& w_uk_t) override {
+    return narrow(inner().absorb_query(widen(q), w_uk_t));
   }
   void rope_inplace(Tensor& x, int64_t begin, const std::vector<int32_t>& positions, const RopeTable& table) override {
     Tensor rotated = widen(x);

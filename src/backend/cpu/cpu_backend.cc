@@ -39,6 +39,7 @@ class CpuBackend final : public Backend {
   Tensor linear(const Tensor& x, const LinearWeight& weight) override { return cpu::linear(x, weight); }
   Tensor linear_f32(const Tensor& x, const LinearWeight& weight) override { return cpu::linear(x, weight); }
   Tensor grouped_linear(const Tensor& x, const Tensor& weight) override { return cpu::grouped_linear(x, weight); }
+  Tensor absorb_query(const Tensor& q, const Tensor& w_uk_t) override { return cpu::absorb_query(q, w_uk_t); }
   void rope_inplace(Tensor& x, int64_t begin, const std::vector<int32_t>& positions,
                     const RopeTable& table) override {
     cpu::rope_inplace(x, begin, positions, table);

@@ -170,6 +170,18 @@ Tensor grouped_linear(const Tensor& x, const Tensor& weight) {
   return y;
 }
 
+// The definition: the slice, the per-head product and the concatenation, as separate ops.
+Tensor absorb_query(const Tensor& q, const Tensor& w_uk_t) {
+  expect_f32(q, "absorb_query", "q", 3);
+  expect_weight(w_uk_t, "absorb_query", 3);
+  DSINFER_CHECK(w_uk_t.dim(0) == q.dim(1) && w_uk_t.dim(2) < q.dim(2), "absorb_query: q ", q.shape().to_string(),
+                " does not match w_uk_t ", w_uk_t.shape().to_string());
+  const int64_t T = q.dim(0), H = q.dim(1), D = q.dim(2), dn = w_uk_t.dim(2), L = w_uk_t.dim(1);
+  Tensor flat = q.view({T * H, D});
+  Tensor q_latent = grouped_linear(slice_last(flat, 0, dn).view({T, H, dn}), w_uk_t);
+  return concat_last(q_latent.view({T * H, L}), slice_last(flat, dn, D)).view({T, H, L + D - dn});
+}
+
 void expect_f32(const Tensor& t, const char* op, const char* what, int rank) {
   DSINFER_CHECK(t.dtype() == DType::kF32 && t.device() == Device::kCpu, op, ": ", what,
                 " must be a float32 CPU tensor, got ", dtype_name(t.dtype()));

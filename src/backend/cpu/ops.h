@@ -22,6 +22,7 @@ Tensor concat_rows(const Tensor& a, const Tensor& b);
 
 Tensor linear(const Tensor& x, const LinearWeight& weight);
 Tensor grouped_linear(const Tensor& x, const Tensor& weight);
+Tensor absorb_query(const Tensor& q, const Tensor& w_uk_t);
 
 void rope_inplace(Tensor& x, int64_t begin, const std::vector<int32_t>& positions, const RopeTable& table);
 

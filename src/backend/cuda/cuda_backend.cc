@@ -340,6 +340,9 @@ class CudaBackend final : public Backend, public CudaContext {
   Tensor grouped_linear(const Tensor& x, const Tensor& weight) override {
     return ops_->grouped_linear(activation(x), weight);
   }
+  Tensor absorb_query(const Tensor& q, const Tensor& w_uk_t) override {
+    return ops_->absorb_query(activation(q), w_uk_t);
+  }
 
   void rope_inplace(Tensor& x, int64_t begin, const std::vector<int32_t>& positions,
                     const RopeTable& table) override {

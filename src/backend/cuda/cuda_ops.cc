@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/mla_decode.h"
 #include "backend/cuda/moe.h"
@@ -78,6 +79,21 @@ class Ops final : public CudaOps {
     gemm_.grouped_linear(static_cast<const bf16*>(x.raw()), weight.raw(), weight.dtype(), static_cast<bf16*>(y.raw()),
                          T, G, N, K, context_.stream());
     return y;
+  }
+
+  // The per-head product reads q's first dn columns in place and writes the first L columns of each
+  // output row; the rope columns are copied beside them: no slice or concatenation copies.
+  Tensor absorb_query(const Tensor& q, const Tensor& w_uk_t) override {
+    expect_bf16(q, "absorb_query", "q", 3);
+    DSINFER_CHECK(w_uk_t.rank() == 3 && w_uk_t.dim(0) == q.dim(1) && w_uk_t.dim(2) < q.dim(2),
+                  "absorb_query: q ", q.shape().to_string(), " does not match w_uk_t ", w_uk_t.shape().to_string());
+    const int64_t T = q.dim(0), H = q.dim(1), D = q.dim(2), dn = w_uk_t.dim(2), L = w_uk_t.dim(1), W = L + D - dn;
+    Tensor out = context_.allocate(DType::kBF16, {T, H, W});
+    if (T == 0) return out;
+    gemm_.grouped_linear(static_cast<const bf16*>(q.raw()), w_uk_t.raw(), w_uk_t.dtype(),
+                         static_cast<bf16*>(out.raw()), T, H, L, dn, context_.stream(), {H * D, D, H * W, W});
+    copy_rows({q.raw(), D, dn, nullptr, out.raw(), W, L, T * H, D - dn, 2}, context_.stream());
+    return out;
   }
 
   Tensor attention_expanded(const Tensor& q, const Tensor& kv, const Tensor& k_rope, const AttentionBatch& batch,

@@ -28,6 +28,7 @@ class CudaOps {
   // x [T, K] bf16, weight [N, K] in any supported format -> [T, N] in out_dtype (bf16 or f32).
   virtual Tensor linear(const Tensor& x, const LinearWeight& weight, DType out_dtype) = 0;
   virtual Tensor grouped_linear(const Tensor& x, const Tensor& weight) = 0;
+  virtual Tensor absorb_query(const Tensor& q, const Tensor& w_uk_t) = 0;
   virtual Tensor attention_expanded(const Tensor& q, const Tensor& kv, const Tensor& k_rope,
                                     const AttentionBatch& batch, float scale) = 0;
   virtual Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionBatch& batch, float scale,

@@ -592,23 +592,27 @@ void GemmRunner::linear(const LinearArgs& in, cudaStream_t stream) {
 
 void GemmRunner::grouped_linear(const __nv_bfloat16* x, const void* weight, DType weight_dtype, __nv_bfloat16* y,
                                 int64_t tokens, int64_t groups, int64_t out_features, int64_t in_features,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, const GroupedStrides& strides) {
   DSINFER_CHECK(x != nullptr && weight != nullptr && y != nullptr, "grouped_linear: null x, weight or y");
   DSINFER_CHECK(tokens >= 0 && groups > 0 && out_features > 0 && in_features > 0, "grouped_linear: bad shape T ",
                 tokens, ", G ", groups, ", N ", out_features, ", K ", in_features);
   DSINFER_CHECK(weight_dtype == DType::kBF16 || weight_dtype == DType::kF32,
                 "grouped_linear: weights must be bf16 or f32, got ", dtype_name(weight_dtype));
   if (tokens == 0) return;
+  const int64_t x_row = strides.x_row ? strides.x_row : groups * in_features;
+  const int64_t x_group = strides.x_group ? strides.x_group : in_features;
+  const int64_t y_row = strides.y_row ? strides.y_row : groups * out_features;
+  const int64_t y_group = strides.y_group ? strides.y_group : out_features;
 
   bool done = false, streamed = false;
   if (one_row_gemv(weight_dtype, tokens)) {
     Gemv g;
     g.x = x;
-    g.x_group_stride = in_features;
+    g.x_group_stride = x_group;
     g.w = weight;
     g.w_group_stride = out_features * in_features;
     g.y = y;
-    g.y_group_stride = out_features;
+    g.y_group_stride = y_group;
     g.n = out_features;
     g.k = in_features;
     g.groups = groups;
@@ -618,8 +622,8 @@ void GemmRunner::grouped_linear(const __nv_bfloat16* x, const void* weight, DTyp
   }
   if (!done && weight_dtype == DType::kBF16 && !state_->options.force_fallback) {
     // Per group g, with the mapping at the top of the file: A = W[g] (K x N, ld K, next group N * K
-    // further), B = x[:, g, :] (K x T, ld G * K, next group K further), D = y[:, g, :] (N x T,
-    // ld G * N, next group N further).
+    // further), B = x[:, g, :] (K x T, ld x_row, next group x_group further), D = y[:, g, :] (N x T,
+    // ld y_row, next group y_group further).
     MatmulKey key;
     key.kind = Kind::kGroupedBf16;
     key.out = DType::kBF16;
@@ -627,12 +631,12 @@ void GemmRunner::grouped_linear(const __nv_bfloat16* x, const void* weight, DTyp
     key.n = tokens;
     key.k = in_features;
     key.lda = in_features;
-    key.ldb = groups * in_features;
-    key.ldd = groups * out_features;
+    key.ldb = x_row;
+    key.ldd = y_row;
     key.batch = groups;
     key.stride_a = out_features * in_features;
-    key.stride_b = in_features;
-    key.stride_d = out_features;
+    key.stride_b = x_group;
+    key.stride_d = y_group;
     constexpr int64_t kBytes = sizeof(__nv_bfloat16);
     key.align_a = alignment_of(weight, key.stride_a * kBytes);
     key.align_b = alignment_of(x, key.stride_b * kBytes);
@@ -642,15 +646,15 @@ void GemmRunner::grouped_linear(const __nv_bfloat16* x, const void* weight, DTyp
   if (!done) {
     FallbackGemm g;
     g.x = x;
-    g.x_row_stride = groups * in_features;
-    g.x_batch_stride = in_features;
+    g.x_row_stride = x_row;
+    g.x_batch_stride = x_group;
     g.w = weight;
     g.w_dtype = weight_dtype;
     g.w_batch_stride = out_features * in_features;
     g.y = y;
     g.y_dtype = DType::kBF16;
-    g.y_row_stride = groups * out_features;
-    g.y_batch_stride = out_features;
+    g.y_row_stride = y_row;
+    g.y_batch_stride = y_group;
     g.rows = tokens;
     g.n = out_features;
     g.k = in_features;

@@ -104,6 +104,12 @@ struct LinearPlan {
 LinearPlan plan_linear(const GemmOptions& options, DType weight_dtype, DType y_dtype, int64_t tokens,
                        int64_t out_features, int64_t in_features);
 
+// grouped_linear's row and group strides of x and y, in elements; 0: contiguous (x: G K and K,
+// y: G N and N).
+struct GroupedStrides {
+  int64_t x_row = 0, x_group = 0, y_row = 0, y_group = 0;
+};
+
 class GemmRunner {
  public:
   // cuBLAS's recommended workspace on Hopper.
@@ -130,10 +136,10 @@ class GemmRunner {
 
   // x [T, G, K] bf16, weight [G, N, K] (bf16: cuBLASLt strided-batched; f32: the fallback),
   // y [T, G, N] bf16: y[t, g] = x[t, g] . weight[g]^T for each group g (absorbed MLA, G = heads),
-  // all contiguous. Needs no scratch.
+  // contiguous unless `strides` says otherwise. Needs no scratch.
   void grouped_linear(const __nv_bfloat16* x, const void* weight, DType weight_dtype, __nv_bfloat16* y,
                       int64_t tokens, int64_t groups, int64_t out_features, int64_t in_features,
-                      cudaStream_t stream);
+                      cudaStream_t stream, const GroupedStrides& strides = {});
 
   // The path the last linear or grouped_linear call took (tests check which one they measured).
   GemmPath last_path() const;
