@@ -23,7 +23,6 @@ struct Cupti {
   decltype(&cuptiActivityEnable) enable = nullptr;
   decltype(&cuptiActivityFlushAll) flush_all = nullptr;
   decltype(&cuptiActivityGetNextRecord) next_record = nullptr;
-  decltype(&cuptiGetTimestamp) timestamp = nullptr;
 };
 
 struct Record {
@@ -72,9 +71,8 @@ const Cupti* load() {
   functions.flush_all = reinterpret_cast<decltype(functions.flush_all)>(dlsym(library, "cuptiActivityFlushAll"));
   functions.next_record =
       reinterpret_cast<decltype(functions.next_record)>(dlsym(library, "cuptiActivityGetNextRecord"));
-  functions.timestamp = reinterpret_cast<decltype(functions.timestamp)>(dlsym(library, "cuptiGetTimestamp"));
   if (functions.register_callbacks == nullptr || functions.enable == nullptr || functions.flush_all == nullptr ||
-      functions.next_record == nullptr || functions.timestamp == nullptr)
+      functions.next_record == nullptr)
     return nullptr;
   cupti = &functions;
   // Concurrent-kernel records (the plain kernel kind would serialise the kernels) and memsets.
@@ -138,22 +136,16 @@ std::string short_name(const std::string& mangled) {
 
 }  // namespace
 
-std::vector<KernelRecord> KernelActivity::kernels(uint64_t origin_ns) {
+std::vector<KernelRecord> KernelActivity::kernels() {
   std::vector<KernelRecord> out;
-  int64_t origin = static_cast<int64_t>(origin_ns);  // subtracted first: raw nanoseconds lose digits in a double
+  uint64_t origin = 0;  // the first kernel's start: a clock's raw nanoseconds lose digits in a double
   for (const Record& r : take_sorted()) {
     if (r.memset) continue;
-    if (out.empty() && origin_ns == 0) origin = static_cast<int64_t>(r.start);
-    out.push_back({short_name(r.name), static_cast<double>(static_cast<int64_t>(r.start) - origin) * 1e-3,
-                   static_cast<double>(static_cast<int64_t>(r.end) - origin) * 1e-3});
+    if (out.empty()) origin = r.start;
+    out.push_back({short_name(r.name), static_cast<double>(r.start - origin) * 1e-3,
+                   static_cast<double>(r.end - origin) * 1e-3});
   }
   return out;
-}
-
-uint64_t KernelActivity::timestamp_ns() {
-  uint64_t now = 0;
-  cupti->timestamp(&now);
-  return now;
 }
 
 std::vector<double> KernelActivity::spans_us(int calls) {
@@ -184,8 +176,7 @@ std::vector<double> KernelActivity::spans_us(int calls) {
 KernelActivity* KernelActivity::get() { return nullptr; }
 void KernelActivity::begin() {}
 std::vector<double> KernelActivity::spans_us(int) { return {}; }
-std::vector<KernelRecord> KernelActivity::kernels(uint64_t) { return {}; }
-uint64_t KernelActivity::timestamp_ns() { return 0; }
+std::vector<KernelRecord> KernelActivity::kernels() { return {}; }
 
 #endif
 }  // namespace dsinfer::bench

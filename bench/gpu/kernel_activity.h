@@ -10,7 +10,6 @@
 // cannot be loaded, available() is false and there are no kernel times (the event times remain).
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,7 +18,7 @@ namespace dsinfer::bench {
 // One kernel's run, as CUPTI recorded it: its (demangled, argument-free) name and its span.
 struct KernelRecord {
   std::string name;
-  double start_us, end_us;  // CUPTI's clock, from an origin (KernelActivity::kernels)
+  double start_us, end_us;  // the GPU's clock, from the first record's start
 };
 
 class KernelActivity {
@@ -34,11 +33,8 @@ class KernelActivity {
   // microseconds, in order. Empty when the records do not split into `calls` such groups.
   std::vector<double> spans_us(int calls);
   // After the work has finished on the GPU: every kernel since begin(), in start order (graph
-  // replays' kernels included, each node its own record), its times from `origin_ns` (a
-  // timestamp_ns() taken before the work was queued) or, with 0, from the first kernel's start.
-  std::vector<KernelRecord> kernels(uint64_t origin_ns = 0);
-  // CUPTI's clock, the one its records use (the host's, in nanoseconds).
-  uint64_t timestamp_ns();
+  // replays' kernels included, each node its own record).
+  std::vector<KernelRecord> kernels();
 
  private:
   KernelActivity() = default;

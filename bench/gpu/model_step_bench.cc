@@ -334,15 +334,11 @@ Json decode_breakdown(const model::DeepseekModel& model, model::LatentCache& cac
   KernelActivity* activity = KernelActivity::get();
   if (activity == nullptr) return Json();
   const model::ForwardBatch step = decode_batch(batch, context, model.config().vocab_size);
-  const backend::SamplingBatch sampling = greedy_rows(batch);
   model.backend().synchronize();
   activity->begin();
-  // Timed as time_decode times a step: from before its first call to after the synchronize.
-  const uint64_t start_ns = activity->timestamp_ns();
-  decode_step(model, cache, graphs, step, sampling);
+  decode_step(model, cache, graphs, step, greedy_rows(batch));
   model.backend().synchronize();
-  const double host_us = static_cast<double>(activity->timestamp_ns() - start_ns) * 1e-3;
-  const StepBreakdown breakdown = fold_kernels(activity->kernels(start_ns), host_us);
+  const StepBreakdown breakdown = fold_kernels(activity->kernels());
   print_breakdown(breakdown, str_cat("kernels of one decode step at batch ", batch), 16);
   return breakdown_json(breakdown);
 }

@@ -6,7 +6,7 @@
 
 namespace dsinfer::bench {
 
-StepBreakdown fold_kernels(const std::vector<KernelRecord>& records, double host_us) {
+StepBreakdown fold_kernels(const std::vector<KernelRecord>& records) {
   StepBreakdown out;
   if (records.empty()) return out;
   std::map<std::string, KernelShare> by_name;
@@ -22,7 +22,6 @@ StepBreakdown fold_kernels(const std::vector<KernelRecord>& records, double host
     out.busy_us += charge;
   }
   out.span_us = frontier - first;
-  if (host_us > 0) out.host_us = host_us, out.lead_us = first, out.tail_us = host_us - frontier;
   for (auto& [name, share] : by_name) out.kernels.push_back(share);
   std::sort(out.kernels.begin(), out.kernels.end(),
             [](const KernelShare& a, const KernelShare& b) { return a.us > b.us; });
@@ -31,11 +30,6 @@ StepBreakdown fold_kernels(const std::vector<KernelRecord>& records, double host
 
 Json breakdown_json(const StepBreakdown& breakdown) {
   Json out;
-  if (breakdown.host_us > 0) {
-    out["host_us"] = breakdown.host_us;
-    out["lead_us"] = breakdown.lead_us;
-    out["tail_us"] = breakdown.tail_us;
-  }
   out["span_us"] = breakdown.span_us;
   out["busy_us"] = breakdown.busy_us;
   Json kernels = Json::array();
@@ -53,9 +47,6 @@ Json breakdown_json(const StepBreakdown& breakdown) {
 void print_breakdown(const StepBreakdown& breakdown, const std::string& title, int rows) {
   std::printf("\n%s: %.1f us from the first kernel's start to the last one's end, %.1f us with a kernel running\n",
               title.c_str(), breakdown.span_us, breakdown.busy_us);
-  if (breakdown.host_us > 0)
-    std::printf("  on the host %.1f us: %.1f us before the first kernel started, %.1f us after the last one ended\n",
-                breakdown.host_us, breakdown.lead_us, breakdown.tail_us);
   std::printf("  %9s %6s %6s  %s\n", "us", "share", "calls", "kernel");
   double rest_us = 0;
   int rest_calls = 0;

@@ -22,21 +22,14 @@ struct KernelShare {
 };
 
 struct StepBreakdown {
-  // With the step's host-side start and end on the records' clock (fold_kernels' host_us): the
-  // time before its first kernel started (the host's preparation and launches) and after its last
-  // kernel ended (copies back, the host noticing); else 0.
-  double host_us = 0, lead_us = 0, tail_us = 0;
   double span_us = 0;  // the first kernel's start to the last kernel's end
   double busy_us = 0;  // the sum of the charges: time a kernel ran
   std::vector<KernelShare> kernels;  // largest charge first
 };
 
-// records: in start order. host_us: when the records' times are from the step's host-side start
-// (KernelActivity::kernels(origin)), the host's time for the whole step; else 0.
-StepBreakdown fold_kernels(const std::vector<KernelRecord>& records, double host_us = 0);
+StepBreakdown fold_kernels(const std::vector<KernelRecord>& records);
 
-// {"host_us", "lead_us", "tail_us" (with a host time), "span_us", "busy_us", "kernels": [{"name", "us",
-// "calls"}, ...]}.
+// {"span_us", "busy_us", "kernels": [{"name", "us", "calls"}, ...]}.
 Json breakdown_json(const StepBreakdown& breakdown);
 
 // The breakdown as a table on stdout: the `rows` largest kernels, then the rest in one line.
