@@ -11,9 +11,9 @@
 // too) is timed on the host clock with backend.synchronize() before and after, so its launches and
 // the copy of B tokens to the host count; median and p10/p90 of --steps steps after --warmup steps.
 // On a GPU the steps are also run back to back as the overlap scheduler runs them (each queued before
-// the previous one's tokens are waited for): the mean time per step is decode_overlapped_ms. Then one
-// more step's kernels, from CUPTI's records, give the time per kernel (step_breakdown.h), printed and
-// written as breakdown_b<B>.
+// the previous one's tokens are waited for): the mean time per step is decode_overlapped_ms. After
+// all timings (recording slows launches), one more step per batch size gives the time per kernel
+// from CUPTI's records (step_breakdown.h), printed and written as breakdown_b<B>.
 //
 // Roofline of a decode step at batch B, L kept layers (the MTP module is loaded but not run):
 //   bytes = the weights the step must read, in their stored dtype (io::checkpoint_tensors; FP8 with
@@ -536,9 +536,6 @@ int run(int argc, char** argv) {
     DecodeResult result = time_decode(*model, cache, graphs.get(), batch, context, warmup, steps);
     if (graphs) result.eager_ms = time_decode(*model, cache, nullptr, batch, context, warmup, steps).median_ms;
     if (on_gpu) result.overlapped_ms = time_overlapped(*model, cache, graphs.get(), batch, context, steps);
-#ifdef DSINFER_HAS_CUDA
-    if (on_gpu) result.breakdown = decode_breakdown(*model, cache, graphs.get(), batch, context);
-#endif
     result.roofline = decode_roofline(census, config, batch, context, cache_element_bytes, ceilings);
     const StepRoofline& r = result.roofline;
     char roofline_text[32] = "-", ratio_text[32] = "-";
@@ -574,6 +571,13 @@ int run(int argc, char** argv) {
                 *prefill_seconds * 1e3, static_cast<double>(prefill.tokens()) / *prefill_seconds,
                 static_cast<long long>(prefill_runs));
   }
+
+#ifdef DSINFER_HAS_CUDA
+  // After every timed step and the prefill: recording the activity slows the launches the timings count.
+  if (on_gpu)
+    for (DecodeResult& result : decodes)
+      result.breakdown = decode_breakdown(*model, cache, graphs.get(), result.batch, context);
+#endif
 
   // The result file.
   Json result;

@@ -23,10 +23,15 @@
 //   looping beyond). The quantized form's 128-column group is 16 consecutive units, the 16 lanes of
 //   one half-warp: amax by 4 shuffle steps, each lane stores its 8 e4m3 bytes, the half's first lane
 //   the scale; padding rows store zeros and scale 1 without the arithmetic. The quantized form is
-//   bound by instruction issue, not bytes (~35 instructions an element with a full division per
-//   SiLU and per quotient): SiLU's gate / (1 + exp(-gate)) takes the division's own fast path for a
-//   unit when all 8 gates are in range (silu_times_unit), one branch a unit instead of a range check
-//   and branch an element, with the division's bits; bf16 accesses are single 16-byte instructions.
+//   bound by instruction issue, not bytes: at the copy rate an SM has 35 to 40 issue slots per
+//   element (4 bytes read, ~1 written). SiLU's gate / (1 + exp(-gate)) takes the division's own fast
+//   path for a unit when all 8 gates are in range (silu_times_unit), one branch a unit instead of a
+//   range check and branch an element, with the division's bits: ~20 instructions an element (expf 9, the
+//   range test 2.5, division and product 7, unpacking 2). The bf16 rounding, the quantization
+//   (vector.cuh) and the stores take ~13 more (~21 before it, when each quotient and the
+//   scale were divisions with their own checks and the rounded pair was rebuilt from its halves:
+//   ~43 an element in all, 53% / 64% of copy at I = 2048 and 4096 / 16384 tokens on an H200; ~34 now).
+//   bf16 accesses are single 16-byte instructions.
 //   flat ops (add_inplace, conversions): one 8-element chunk per thread, grid-stride loop.
 #include "backend/cuda/elementwise.h"
 
@@ -187,29 +192,6 @@ __device__ __forceinline__ void silu_times_unit(float (&gate)[kChunk], const flo
   }
 }
 
-// 8 bf16 from a 16-byte word as floats (exact), the lower-addressed first.
-__device__ __forceinline__ void unpack_words(const uint4& raw, float (&out)[kChunk]) {
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = bf16_low(words[i]);
-    out[2 * i + 1] = bf16_high(words[i]);
-  }
-}
-
-// 8 floats rounded to bf16 (nearest even) as one 16-byte word, the first in the low half of .x
-// (pack_bf16x8's bits; a Bf16x8 store compiles to four 4-byte stores, a uint4 to one).
-__device__ __forceinline__ uint4 pack_words(const float (&in)[kChunk]) {
-  uint32_t words[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_bfloat162 two = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
-    words[i] = static_cast<uint32_t>(__bfloat16_as_ushort(two.x)) |
-               static_cast<uint32_t>(__bfloat16_as_ushort(two.y)) << 16;
-  }
-  return make_uint4(words[0], words[1], words[2], words[3]);
-}
-
 constexpr int kSiluThreads = 128;
 constexpr int kSiluUnits = 2;  // 16-byte units per thread
 constexpr int kQuantGroup = 128;  // columns per FP8 scale (kFp8Block in fp8_gemm.h)
@@ -256,23 +238,22 @@ __global__ void __launch_bounds__(kSiluThreads)
       float h[kChunk];
       if (valid) {
         float u[kChunk];
-        unpack_words(raw_gate[j], h);
-        unpack_words(raw_up[j], u);
+        unpack_bf16_words(raw_gate[j], h);
+        unpack_bf16_words(raw_up[j], u);
         silu_times_unit(h, u);
       }
       if constexpr (!kQuant) {
-        if (valid) reinterpret_cast<uint4*>(out + row * inter)[unit] = pack_words(h);
+        if (valid) reinterpret_cast<uint4*>(out + row * inter)[unit] = pack_bf16_words(h);
       } else {
+        // h as silu_mul stores it (bf16), quantized as quantize_fp8_per_token_group would; past the
+        // row (a partial block) unused zeros.
+        uint4 rounded = make_uint4(0u, 0u, 0u, 0u);
         if (valid) {
-          const uint4 rounded = pack_words(h);  // h as silu_mul stores it
+          rounded = pack_bf16_words(h);
           if (out != nullptr) reinterpret_cast<uint4*>(out + row * inter)[unit] = rounded;
-          unpack_words(rounded, h);  // quantize the bf16 values, as quantize_fp8_per_token_group would
-        } else {
-#pragma unroll
-          for (int i = 0; i < kChunk; ++i) h[i] = 0.0f;  // past the row (a partial block): unused zeros
         }
         uint2 packed;
-        const float scale = quantize_fp8_half_warp_group(h, packed);
+        const float scale = quantize_fp8_half_warp_group(rounded, packed);
         if (valid) {
           *reinterpret_cast<uint2*>(q + row * inter + unit * kChunk) = packed;
           if (unit % kGroupUnits == 0) scales[unit / kGroupUnits * padded_rows + row] = scale;

@@ -2,9 +2,21 @@
 //
 // quantize_fp8_per_token_group: x [rows, cols] bf16 -> q [padded_rows, cols] e4m3 and scales
 //   [cols / 128, padded_rows] f32. Roofline: reads 2 bytes and writes 1 byte per element, +4 bytes per
-//   128 elements (memory bound; 7168 x 4096 tokens is ~88 MB, ~27 us at 3.35 TB/s).
-//   Launch: one warp per (token, 128-column group), 8 warps (256 threads) per block; lane l takes
-//   columns 4l .. 4l + 3 of its group (one 8-byte load, one 4-byte store), a warp max gives amax.
+//   128 elements (memory bound; 7168 x 4096 tokens is ~88 MB, ~21 us at 4.2 TB/s; at decode, 256 x
+//   7168 is 5.5 MB, ~1.3 us plus one memory round trip: latency bound).
+//   Launch (x 16-byte aligned, row stride a multiple of 8): 16-byte units, a 128-column group on the
+//   16 lanes of a half-warp (vector.cuh: amax by 4 shuffle steps, the division's fast path
+//   without its per-element check). A 128-thread block is tx x ty, tx (128, 64, 32 or 16) the widest
+//   that divides a row's units, so no lane idles (7168 columns: 7 blocks across a row); each thread
+//   takes one unit of kQuantRowsPerThread rows ty apart, its loads issued before any is used. grid.y
+//   covers the padded rows (<= 65535, looping beyond); padding rows quantize zeros (scale 1). At 256
+//   rows x 7168 that is 896 blocks, all resident at once (12 a SM fit), so every load is issued at
+//   the start: one memory round trip. (The form below, with one 8-byte load a lane, launched four
+//   times the threads, 1792 blocks of 256 at 256 rows, more than fit at once, and a division with
+//   its check per element: ~6 us there, ~2.4 us at 64 rows, on an H200.) Otherwise (x only 8-byte
+//   aligned): one warp per (token, group), 8 warps per block; lane l takes columns 4l .. 4l + 3 of
+//   its group (one 8-byte load, one 4-byte store), a warp max gives amax, plain divisions the
+//   quotients.
 //
 // gemm_fallback: y[b, t, n] = sum_k x[b, t, k] * w(b, n, k), float32 FMAs on the CUDA cores.
 //   Roofline: the weight is read once per block of up to 16 token rows, so at decode (rows <= 16) the
@@ -46,6 +58,10 @@ constexpr unsigned kFullMask = 0xffffffffu;
 
 constexpr int kQuantThreads = 256;
 constexpr int kQuantWarps = kQuantThreads / kWarpSize;
+constexpr int kQuantVectorThreads = 128;
+constexpr int kQuantRowsPerThread = 2;
+constexpr int kQuantUnit = 8;  // bf16 per 16-byte unit
+constexpr int kQuantGroupUnits = kFp8Block / kQuantUnit;  // 16: a half-warp
 
 constexpr int kGemmWarps = 4;
 constexpr int kGemmThreads = kGemmWarps * kWarpSize;
@@ -98,6 +114,36 @@ __global__ void __launch_bounds__(kQuantThreads)
   __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[2] / scale, v[3] / scale), __NV_SATFINITE, __NV_E4M3);
   *reinterpret_cast<uint32_t*>(q + t * cols + col) = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
   if (lane == 0) scales[g * padded_rows + t] = scale;
+}
+
+// 16-byte units (see the top): unit blockIdx.x * blockDim.x + threadIdx.x of rows base + threadIdx.y
+// + j * blockDim.y (j < kQuantRowsPerThread), base stepping by the rows of the whole grid.
+__global__ void __launch_bounds__(kQuantVectorThreads)
+    quantize_vector_kernel(const bf16* __restrict__ x, int64_t x_row_stride, int64_t rows, int64_t padded_rows,
+                           int64_t cols, fp8* __restrict__ q, float* __restrict__ scales) {
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t rows_per_step = static_cast<int64_t>(blockDim.y) * kQuantRowsPerThread;
+  // The loop and the quantization are uniform over a warp (it may span two rows when blockDim.x is
+  // 16): rows past padded_rows quantize zeros and store nothing.
+  for (int64_t base = blockIdx.y * rows_per_step; base < padded_rows; base += gridDim.y * rows_per_step) {
+    uint4 raw[kQuantRowsPerThread];
+#pragma unroll
+    for (int j = 0; j < kQuantRowsPerThread; ++j) {
+      const int64_t row = base + threadIdx.y + j * blockDim.y;
+      raw[j] = make_uint4(0u, 0u, 0u, 0u);  // padding rows: zeros, scale 1
+      if (row < rows) raw[j] = load_streaming(x + row * x_row_stride + unit * kQuantUnit);
+    }
+#pragma unroll
+    for (int j = 0; j < kQuantRowsPerThread; ++j) {
+      const int64_t row = base + threadIdx.y + j * blockDim.y;
+      uint2 packed;
+      const float scale = quantize_fp8_half_warp_group(raw[j], packed);
+      if (row < padded_rows) {
+        *reinterpret_cast<uint2*>(q + row * cols + unit * kQuantUnit) = packed;
+        if (unit % kQuantGroupUnits == 0) scales[unit / kQuantGroupUnits * padded_rows + row] = scale;
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -398,6 +444,19 @@ void quantize_fp8_per_token_group(const bf16* x, int64_t x_row_stride, int64_t r
                 ">= cols (got ",
                 x_row_stride, ")");
   if (padded_rows == 0) return;
+  if (aligned(x, 16) && x_row_stride % kQuantUnit == 0 && aligned(q, 8)) {
+    const int64_t units = cols / kQuantUnit;  // a multiple of 16
+    int tx = kQuantVectorThreads;
+    while (units % tx != 0) tx /= 2;
+    const int ty = kQuantVectorThreads / tx;
+    const int64_t row_blocks = (padded_rows + ty * kQuantRowsPerThread - 1) / (ty * kQuantRowsPerThread);
+    DSINFER_CHECK(units / tx <= INT32_MAX, "quantize_fp8_per_token_group: ", cols, " columns exceed the grid");
+    const dim3 grid(static_cast<unsigned>(units / tx),
+                    static_cast<unsigned>(std::min<int64_t>(row_blocks, kMaxGridYZ)));
+    quantize_vector_kernel<<<grid, dim3(tx, ty), 0, stream>>>(x, x_row_stride, rows, padded_rows, cols, q, scales);
+    DSINFER_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int64_t warps = padded_rows * (cols / kFp8Block);
   const int64_t blocks = (warps + kQuantWarps - 1) / kQuantWarps;
   quantize_kernel<<<static_cast<unsigned>(blocks), kQuantThreads, 0, stream>>>(x, x_row_stride, rows, padded_rows,

@@ -16,24 +16,32 @@
 // Launch, kBlockPerRow: one block per row, threads = the units per row rounded up to a warp (from
 // 1024 rows on, a quarter of them; 32 to 1024 threads; a unit is 8 elements, one 16-byte access,
 // when alignment allows, else 1 element). Two passes over the row: the first loads each thread's
-// units (up to 4, all loads in flight at once) and sums squares (and, fused, writes the rounded
-// residual; the weights of its first unit load with them), a block reduction gives inv_rms, the
-// second scales the units still held in registers and writes out (wider rows re-read the rest).
-// Each thread touches the same units in both passes, so out may alias the row it reads.
+// units (up to 4, all loads in flight at once; the weights of its first unit load with them) and
+// sums squares (and, fused, writes the rounded residual), a block reduction gives inv_rms, the
+// second scales the units still held in registers (as bf16 words, 4 registers a unit) and writes
+// out (wider rows re-read the rest). Each thread touches the same units in both passes, so out may
+// alias the row it reads. (The loads had sat in the conversion loop, each unit's behind the
+// conversion of the one before, which waited for its data: four round trips in the first pass from
+// 1024 rows on, not one.)
 // Launch, kPersistent (from 1024 rows, 16-byte units, dim <= 8192): the same threads per row and the
 // same units per thread, so the same sums and bits; one wave of blocks (SMs x resident blocks) each
 // walks rows blockIdx.x, + gridDim.x, ... and issues the loads of its next row (raw 16-byte words
 // held in registers) before the stores and the reduction of the current one, so that its loads stay
 // in flight through the phases where a block-per-row kernel has none.
 // Quantization: a 128-column group is 16 consecutive units, held by the 16 lanes of one half-warp
-// (a thread's units are threadIdx.x + i * blockDim.x, blockDim.x a multiple of 32): its amax is 4
-// shuffle steps, lane 0 of the half writes the scale, each lane stores its 8 e4m3 bytes. A warp
-// wholly past the row skips it (below 1024 rows a thread holds one unit: its other three calls had
-// quantized zeros, each zero division taking the division's slow subroutine).
-// bf16 units are read and written as single 16-byte accesses (load_row_bf16, store_row_bf16).
+// (a thread's units are threadIdx.x + i * blockDim.x, blockDim.x a multiple of 32), quantized by
+// vector.cuh from the bf16 words that out stores: amax by 4 shuffle steps, lane 0 of the
+// half writes the scale, each lane stores its 8 e4m3 bytes. It costs ~11 instructions an element
+// (~20 when the scale and each quotient were divisions with their own range checks), which
+// lengthened the second pass, where a block has no loads in flight: 70% / 79% of copy at 4096 /
+// 16384 rows with q only, against 87% / 91% for add + norm alone (H200). A warp wholly past the row
+// skips it (below 1024 rows a thread holds one unit: its other three calls would quantize zeros).
+// bf16 units are read and written as single 16-byte accesses (load_row_words, store_row_bf16; the
+// persistent kernel's row loads had compiled to four 4-byte loads each).
 #include "backend/cuda/norm.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
@@ -83,21 +91,29 @@ __device__ __forceinline__ float block_sum(float value, float (&partials)[32]) {
   return total;
 }
 
+// 8 bf16 of a row as one 16-byte load (a Bf16x8 copy compiles to four 4-byte loads).
+__device__ __forceinline__ uint4 load_row_words(const bf16* p) { return *reinterpret_cast<const uint4*>(p); }
+
 // kWidth bf16 as floats and back, as load_bf16 / store_bf16 (vector.cuh) with the same bits, but 8 of
-// them as one 16-byte access (a Bf16x8 copy compiles to four 4-byte accesses).
+// them as one 16-byte access.
 template <int kWidth>
 __device__ __forceinline__ void load_row_bf16(const bf16* p, float (&out)[kWidth]) {
   if constexpr (kWidth == 1) {
     load_bf16<1>(p, out);
   } else {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out[2 * i] = bf16_low(words[i]);
-      out[2 * i + 1] = bf16_high(words[i]);
-    }
+    unpack_bf16_words(load_row_words(p), out);
   }
+}
+
+// 8 floats rounded to bf16 (pack_bf16x8's rounding) as the 16 bytes they occupy in memory.
+__device__ __forceinline__ uint4 bf16_words(const float (&in)[kChunk]) {
+  uint32_t words[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat162 two = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+    words[i] = *reinterpret_cast<const uint32_t*>(&two);
+  }
+  return make_uint4(words[0], words[1], words[2], words[3]);
 }
 
 template <int kWidth>
@@ -105,14 +121,51 @@ __device__ __forceinline__ void store_row_bf16(bf16* p, const float (&in)[kWidth
   if constexpr (kWidth == 1) {
     store_bf16<1>(p, in);
   } else {
-    uint32_t words[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const __nv_bfloat162 two = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);  // pack_bf16x8's rounding
-      words[i] = static_cast<uint32_t>(__bfloat16_as_ushort(two.x)) |
-                 static_cast<uint32_t>(__bfloat16_as_ushort(two.y)) << 16;
-    }
-    *reinterpret_cast<uint4*>(p) = make_uint4(words[0], words[1], words[2], words[3]);
+    *reinterpret_cast<uint4*>(p) = bf16_words(in);
+  }
+}
+
+// A unit's bf16 values held compactly: 8 as the 16-byte word they occupy in memory, one as a float.
+// The block-per-row kernel loads every unit of a thread in this form before it converts any (a
+// conditional load after the conversion of the unit before it would wait for that unit's data: a
+// round trip per unit) and holds the row in it between its passes (4 registers a unit, not 8).
+template <int kWidth>
+using RawUnit = std::conditional_t<kWidth == 1, float, uint4>;
+
+template <int kWidth>
+__device__ __forceinline__ RawUnit<kWidth> load_raw(const bf16* p) {
+  if constexpr (kWidth == 1) {
+    return __bfloat162float(*p);
+  } else {
+    return load_row_words(p);
+  }
+}
+
+template <int kWidth>
+__device__ __forceinline__ void store_raw(bf16* p, const RawUnit<kWidth>& raw) {
+  if constexpr (kWidth == 1) {
+    *p = __float2bfloat16(raw);  // exact: a bf16 value
+  } else {
+    *reinterpret_cast<uint4*>(p) = raw;
+  }
+}
+
+template <int kWidth>
+__device__ __forceinline__ void unpack_raw(const RawUnit<kWidth>& raw, float (&out)[kWidth]) {
+  if constexpr (kWidth == 1) {
+    out[0] = raw;
+  } else {
+    unpack_bf16_words(raw, out);
+  }
+}
+
+// Rounded to bf16 (nearest even: __float2bfloat16's and pack_bf16x8's bits).
+template <int kWidth>
+__device__ __forceinline__ RawUnit<kWidth> pack_raw(const float (&in)[kWidth]) {
+  if constexpr (kWidth == 1) {
+    return __bfloat162float(__float2bfloat16(in[0]));
+  } else {
+    return bf16_words(in);
   }
 }
 
@@ -151,16 +204,13 @@ __device__ __forceinline__ void write_unit(const NormArgs& a, int64_t row, int u
     // A warp wholly past the row (at decode a thread holds one unit: its 3 other calls) has nothing to
     // quantize; skipping it is warp-uniform, so the shuffles below still see every lane.
     if (!__any_sync(kFullMask, valid)) return;
+    uint4 rounded = make_uint4(0u, 0u, 0u, 0u);  // the bf16 values out stores; zeros past the row
     if (valid) {
-      if (a.out != nullptr) store_row_bf16<kWidth>(a.out + row * a.out_row_stride + u * kWidth, v);
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) v[e] = __bfloat162float(__float2bfloat16(v[e]));  // the bf16 values stored
-    } else {
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) v[e] = 0.0f;
+      rounded = bf16_words(v);
+      if (a.out != nullptr) *reinterpret_cast<uint4*>(a.out + row * a.out_row_stride + u * kWidth) = rounded;
     }
     uint2 packed;
-    const float scale = quantize_fp8_half_warp_group(v, packed);
+    const float scale = quantize_fp8_half_warp_group(rounded, packed);
     if (valid) {
       *reinterpret_cast<uint2*>(a.q + row * a.dim + u * kWidth) = packed;
       if (threadIdx.x % (kQuantGroup / kChunk) == 0) a.scales[u / (kQuantGroup / kChunk) * a.padded_rows + row] = scale;
@@ -179,10 +229,11 @@ __device__ __forceinline__ void write_padding_row(const NormArgs& a, int64_t row
 
 // kBlockPerRow. kAddResidual: residual (contiguous, row stride dim) += x first and the norm reads
 // the result. A thread holds up to kUnitsPerThread units of the row in registers between the two
-// passes: all its loads are issued before the first store (x and residual may not alias, but the
-// compiler must assume they do, so loads interleaved with stores would be serialized), and pass 2
-// reads them from registers. Rows wider than kUnitsPerThread * blockDim.x units take the loops after
-// them (never with kQuant: its launcher holds every unit). With kQuant the grid has padded_rows blocks.
+// passes: all its loads are issued before it converts any, and so before the first store (x and
+// residual may not alias, but the compiler must assume they do, so loads interleaved with stores
+// would be serialized), and pass 2 reads them from registers. Rows wider than kUnitsPerThread *
+// blockDim.x units take the loops after them (never with kQuant: its launcher holds every unit).
+// With kQuant the grid has padded_rows blocks.
 template <bool kVector, bool kAddResidual, bool kQuant>
 __global__ void __launch_bounds__(kMaxThreads) rms_norm_kernel(const NormArgs a) {
   static_assert(kVector || !kQuant, "the fused quantization takes 16-byte units");
@@ -201,23 +252,40 @@ __global__ void __launch_bounds__(kMaxThreads) rms_norm_kernel(const NormArgs a)
 
   // The weights of this thread's first unit (at decode its only one) load with the row, so that the
   // second pass does not wait for them after the reduction.
-  float first_weight[kWidth];
+  float first_weight[kWidth] = {};
   if (threadIdx.x < units) load_f32<kWidth>(a.weight + threadIdx.x * kWidth, first_weight);
-  float sum_squares = 0.0f;
-  float held[kUnitsPerThread][kWidth];
+  RawUnit<kWidth> held[kUnitsPerThread], raw_residual[kUnitsPerThread];
 #pragma unroll
   for (int i = 0; i < kUnitsPerThread; ++i) {
     const int u = threadIdx.x + i * blockDim.x;
     if (u < units) {
-      load_unit<kWidth, kAddResidual>(a, row, u, held[i]);
-      add_squares(held[i], sum_squares);
+      held[i] = load_raw<kWidth>(a.x + row * a.x_row_stride + u * kWidth);
+      if constexpr (kAddResidual) raw_residual[i] = load_raw<kWidth>(residual_row + u * kWidth);
+    }
+  }
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kUnitsPerThread; ++i) {
+    const int u = threadIdx.x + i * blockDim.x;
+    if (u < units) {
+      float v[kWidth];
+      unpack_raw<kWidth>(held[i], v);
+      if constexpr (kAddResidual) {
+        float r[kWidth];
+        unpack_raw<kWidth>(raw_residual[i], r);
+#pragma unroll
+        for (int e = 0; e < kWidth; ++e) v[e] = r[e] + v[e];
+        held[i] = pack_raw<kWidth>(v);  // the sum rounded to bf16: what residual stores
+        unpack_raw<kWidth>(held[i], v);
+      }
+      add_squares(v, sum_squares);
     }
   }
   if constexpr (kAddResidual) {
 #pragma unroll
     for (int i = 0; i < kUnitsPerThread; ++i) {
       const int u = threadIdx.x + i * blockDim.x;
-      if (u < units) store_row_bf16<kWidth>(residual_row + u * kWidth, held[i]);  // exact: bf16 values
+      if (u < units) store_raw<kWidth>(residual_row + u * kWidth, held[i]);
     }
   }
   if constexpr (!kQuant) {
@@ -232,13 +300,18 @@ __global__ void __launch_bounds__(kMaxThreads) rms_norm_kernel(const NormArgs a)
   sum_squares = block_sum(sum_squares, partials);
   const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(a.dim) + a.eps);
 
-  write_unit<kWidth, kQuant>(a, row, threadIdx.x, threadIdx.x < units, inv_rms, first_weight, held[0]);
+  float values[kWidth];
+  if (threadIdx.x < units) unpack_raw<kWidth>(held[0], values);
+  write_unit<kWidth, kQuant>(a, row, threadIdx.x, threadIdx.x < units, inv_rms, first_weight, values);
 #pragma unroll
   for (int i = 1; i < kUnitsPerThread; ++i) {
     const int u = threadIdx.x + i * blockDim.x;
     float w[kWidth];
-    if (u < units) load_f32<kWidth>(a.weight + u * kWidth, w);
-    write_unit<kWidth, kQuant>(a, row, u, u < units, inv_rms, w, held[i]);
+    if (u < units) {
+      load_f32<kWidth>(a.weight + u * kWidth, w);
+      unpack_raw<kWidth>(held[i], values);
+    }
+    write_unit<kWidth, kQuant>(a, row, u, u < units, inv_rms, w, values);
   }
   if constexpr (!kQuant) {
     const bf16* source = kAddResidual ? residual_row : a.x + row * a.x_row_stride;
@@ -260,15 +333,14 @@ __global__ void __launch_bounds__(kPersistentMaxThreads) rms_norm_persistent_ker
   __shared__ float partials[2][32];  // alternated: a row's reduction never overwrites the last one's
   allow_dependent_launch();
   const int units = a.dim / kChunk;
-  Bf16x8 next_x[kUnitsPerThread], next_residual[kUnitsPerThread];
+  uint4 next_x[kUnitsPerThread], next_residual[kUnitsPerThread];
   auto load_raw = [&](int64_t row) {
 #pragma unroll
     for (int i = 0; i < kUnitsPerThread; ++i) {
       const int u = threadIdx.x + i * blockDim.x;
       if (u < units) {
-        next_x[i] = *reinterpret_cast<const Bf16x8*>(a.x + row * a.x_row_stride + u * kChunk);
-        if constexpr (kAddResidual)
-          next_residual[i] = *reinterpret_cast<const Bf16x8*>(a.residual + row * a.dim + u * kChunk);
+        next_x[i] = load_row_words(a.x + row * a.x_row_stride + u * kChunk);
+        if constexpr (kAddResidual) next_residual[i] = load_row_words(a.residual + row * a.dim + u * kChunk);
       }
     }
   };
@@ -281,10 +353,10 @@ __global__ void __launch_bounds__(kPersistentMaxThreads) rms_norm_persistent_ker
     for (int i = 0; i < kUnitsPerThread; ++i) {
       const int u = threadIdx.x + i * blockDim.x;
       if (u < units) {
-        unpack_bf16x8(next_x[i], held[i]);
+        unpack_bf16_words(next_x[i], held[i]);
         if constexpr (kAddResidual) {
           float r[kChunk];
-          unpack_bf16x8(next_residual[i], r);
+          unpack_bf16_words(next_residual[i], r);
 #pragma unroll
           for (int e = 0; e < kChunk; ++e) held[i][e] = __bfloat162float(__float2bfloat16(r[e] + held[i][e]));
         }

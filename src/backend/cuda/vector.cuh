@@ -65,6 +65,27 @@ __device__ __forceinline__ Bf16x8 pack_bf16x8(const float (&in)[8]) {
   return out;
 }
 
+// The same as 16-byte words (uint4, the lower-addressed bf16 in the low half of .x): a Bf16x8 copy
+// compiles to four 4-byte loads or stores, a uint4 to one, and each pair's word is taken whole.
+__device__ __forceinline__ void unpack_bf16_words(const uint4& raw, float (&out)[8]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = bf16_low(words[i]);
+    out[2 * i + 1] = bf16_high(words[i]);
+  }
+}
+
+__device__ __forceinline__ uint4 pack_bf16_words(const float (&in)[8]) {
+  uint32_t words[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat162 two = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+    words[i] = *reinterpret_cast<const uint32_t*>(&two);
+  }
+  return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
 __device__ __forceinline__ void load_f32x8(const float* p, float (&out)[8]) {
   float4 low = reinterpret_cast<const float4*>(p)[0];
   float4 high = reinterpret_cast<const float4*>(p)[1];
@@ -147,54 +168,97 @@ __device__ __forceinline__ void for_each_row_unit(int64_t units, int64_t rows, B
     body(unit, row);
 }
 
-// quantize_fp8_per_token_group's arithmetic (fp8_gemm.h) for the 8 values of this lane, one sixteenth
-// of a 128-column group held by the 16 lanes of its half-warp (the fused quantizing kernels of norm.cu
-// and elementwise.cu). Every lane of the warp must call it (lanes past the row with zeros). Returns
-// the group's scale; `packed` gets the 8 e4m3 bytes in memory order.
-// The quotients v / scale: the division's own fast path (nvcc's div.rn for sm_90: y = 1 / scale by
-// MUFU.RCP and one Newton step, q0 = v y, the remainder v - scale q0 exact by FMA, one correction),
-// its reciprocal shared by the 8, without the per-element range check (FCHK) and branch that the
-// division adds. Taken when scale is in [2^-40, 2^40] and no v is NaN or inf, for |v| >= 2^-60:
-// every operand, the remainder and the quotient (>= 2^-100) are then normal, where that check
-// passes, so the bits are the division's. A |v| < 2^-60 stands for its own quotient: both are below
-// 2^-20 with v's sign, so both convert to the same e4m3 zero. Otherwise (rare: a huge or tiny group,
-// inf, NaN) the divisions themselves.
-__device__ __forceinline__ float quantize_fp8_half_warp_group(const float (&v)[8], uint2& packed) {
-  float amax = 0.0f;
-  float nan_probe = 0.0f;  // stays zero unless some v is NaN or inf (v * 0)
+// The FP8 quantization of one 128-column group held by the 16 lanes of a half-warp, 8 bf16 values a
+// lane, with quantize_fp8_per_token_group's bits (fp8_gemm.h):
+//   scale = amax / 448 (1 where that is not > 0), q = e4m3(v / scale), round to nearest, saturating.
+// quantize_fp8_per_token_group's kernel (fp8_gemm.cu) and the fused kernels that end in it (norm.cu,
+// elementwise.cu) all call it.
+//
+// Cost: ~10 instructions an element on the fast path (~20 as divisions). It runs inside memory-bound
+// kernels whose issue budget at the copy rate is ~24 instructions an element (quantization alone)
+// to ~40 (silu_mul_quant_fp8, which spends ~20 on SiLU itself), so it avoids what plain division
+// costs, the range check (FCHK) and branch of every quotient, without changing a bit:
+//   - amax is found on the bf16 bits (16-bit integer max of the magnitudes, two to an instruction):
+//     magnitudes order as their bits do, and a NaN's bits exceed every number's, so a group holding
+//     a NaN or an inf never takes the fast path;
+//   - when amax is 0 or in [448 * 2^-40, 448 * 2^40] (the fast path, uniform over the half-warp):
+//     scale = amax / 448 as e = amax * RN(1/448) corrected once by the exact remainder (Markstein's
+//     theorem: the correctly rounded quotient; checked against the division for every float in that
+//     range), so scale is in [2^-40, 2^40] (1 for a zero group);
+//   - v / scale as the division's own fast path (nvcc's div.rn for sm_90: y = 1 / scale by MUFU.RCP and
+//     one Newton step, q0 = v y, the exact remainder by FMA, one correction) with the remainder's sign
+//     flipped: r = scale q0 - v, q = q0 - y r. For |v| >= 2^-60 that is the same sum, so the
+//     division's bits (checked on the CPU for every bf16 amax in range, every bf16 |v| <= amax and y
+//     within 2 ulps of 1 / scale); for smaller |v| (zeros included) q keeps v's sign and stays below
+//     2^-12, so both convert to the same e4m3 zero. The flipped remainder is what keeps a zero's sign
+//     (v - scale q0 would turn -0 into +0), so no per-element test is needed;
+//   - otherwise (a NaN, an inf, a tiny or a huge group: rare) amax again as floats (fmaxf skips a
+//     NaN, as quantize_fp8_per_token_group's does) and the divisions themselves.
+// The fast path's amax range as bf16 bits (1.75 * 2^-32 and 1.75 * 2^48, both bf16 values): scale =
+// amax / 448 in [2^-40, 2^40].
+inline constexpr uint32_t kFp8FastAmaxMinBits = 0x2fe0u;  // 448 * 2^-40
+inline constexpr uint32_t kFp8FastAmaxMaxBits = 0x57e0u;  // 448 * 2^40
+inline constexpr float kFp8InverseMax = 1.0f / kFp8E4M3Max;  // RN(1 / 448)
+
+// `words`: this lane's 8 bf16 values of the group (16 bytes in memory order). Every lane of the warp
+// must call it (lanes past the row with zero words). Returns the group's scale; `packed` gets the 8
+// e4m3 bytes in memory order.
+__device__ __forceinline__ float quantize_fp8_half_warp_group(const uint4& words, uint2& packed) {
+  constexpr uint32_t kMagnitudes = 0x7fff7fffu;
+  const uint32_t pairs = __vmaxu2(__vmaxu2(words.x & kMagnitudes, words.y & kMagnitudes),
+                                  __vmaxu2(words.z & kMagnitudes, words.w & kMagnitudes));
+  uint32_t amax_bits = max(pairs & 0xffffu, pairs >> 16);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    amax = fmaxf(amax, fabsf(v[e]));
-    nan_probe = __fmaf_rn(v[e], 0.0f, nan_probe);
+  for (int offset = 8; offset > 0; offset /= 2) {
+    amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, offset));
   }
+  const uint32_t word[4] = {words.x, words.y, words.z, words.w};
+  float v[8];
 #pragma unroll
-  for (int offset = 8; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-  float scale = amax / kFp8E4M3Max;
-  if (!(scale > 0.0f)) scale = 1.0f;  // a zero group (or an underflow): any scale gives zeros
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = bf16_low(word[i]);
+    v[2 * i + 1] = bf16_high(word[i]);
+  }
+  float scale;
   float quotient[8];
-  if (scale >= 0x1p-40f && scale <= 0x1p40f && nan_probe == 0.0f) {
+  if (amax_bits <= kFp8FastAmaxMaxBits && (amax_bits >= kFp8FastAmaxMinBits || amax_bits == 0)) {
+    const float amax = __uint_as_float(amax_bits << 16);
+    const float estimate = __fmul_rn(amax, kFp8InverseMax);
+    scale = __fmaf_rn(__fmaf_rn(-kFp8E4M3Max, estimate, amax), kFp8InverseMax, estimate);
+    if (!(scale > 0.0f)) scale = 1.0f;  // a zero group: any scale gives zeros
     float approximate;
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(approximate) : "f"(scale));
     const float y = __fmaf_rn(approximate, __fmaf_rn(-scale, approximate, 1.0f), approximate);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      const float q0 = __fmaf_rn(v[e], y, 0.0f);
-      quotient[e] = fabsf(v[e]) >= 0x1p-60f ? __fmaf_rn(y, __fmaf_rn(-scale, q0, v[e]), q0) : v[e];
+      const float q0 = __fmul_rn(v[e], y);
+      quotient[e] = __fmaf_rn(-y, __fmaf_rn(scale, q0, -v[e]), q0);
     }
   } else {
+    // Uniform over the half-warp (amax_bits is the group's), not the warp: shuffle within the half.
+    uint32_t lane;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    const unsigned half = 0xffffu << (lane & 16u);
+    float amax = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
+#pragma unroll
+    for (int offset = 8; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(half, amax, offset));
+    scale = amax / kFp8E4M3Max;
+    if (!(scale > 0.0f)) scale = 1.0f;  // an underflow, or only NaNs: as quantize_fp8_per_token_group
 #pragma unroll
     for (int e = 0; e < 8; ++e) quotient[e] = v[e] / scale;
   }
-  uint32_t words[2];
+  uint32_t bytes[2];
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
     const __nv_fp8x2_storage_t lo =
         __nv_cvt_float2_to_fp8x2(make_float2(quotient[4 * w], quotient[4 * w + 1]), __NV_SATFINITE, __NV_E4M3);
     const __nv_fp8x2_storage_t hi =
         __nv_cvt_float2_to_fp8x2(make_float2(quotient[4 * w + 2], quotient[4 * w + 3]), __NV_SATFINITE, __NV_E4M3);
-    words[w] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+    bytes[w] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
   }
-  packed = make_uint2(words[0], words[1]);
+  packed = make_uint2(bytes[0], bytes[1]);
   return scale;
 }
 
