@@ -81,22 +81,32 @@ struct Routing {
 enum class WeightFormat : uint8_t {
   kDense,     // data f32 or bf16, no scale
   kFp8Block,  // data f8e4m3, scale f32 per kWeightBlock x kWeightBlock block (DeepSeek's weight_scale_inv)
-  kW4A8,      // reserved: int4 group-128 weights with FP8 activations (dsinfer quantize)
+  kW4A8,      // int4 weights in groups along K, FP8 e4m3 activations (docs/w4a8.md)
 };
 inline constexpr int64_t kWeightBlock = 128;
 
 // A linear layer's weight, [N, K] (y = x W^T), or a stack of E of them, [E, N, K].
+//   kDense: data f32 or bf16 [N, K].
+//   kFp8Block: data f8e4m3 [N, K], scale f32 [ceil(N / 128), ceil(K / 128)].
+//   kW4A8 (docs/w4a8.md): data u8 [N, K / 2], the int4 values q + 8 two to a byte, the lower column
+//     in the low nibble; scale f32 [N, K / G] per group of G columns (w = q * scale); input_scale f32
+//     [] (a stack: [E]): the activations' static e4m3 scale, undefined for one per token row,
+//     amax(|row|) / 448.
 struct LinearWeight {
-  Tensor data;   // [N, K] or [E, N, K]
-  Tensor scale;  // kFp8Block: [ceil(N / 128), ceil(K / 128)] or [E, ...] float32; else undefined
+  Tensor data;   // [N, K] or [E, N, K] (kW4A8: [.., K / 2] bytes)
+  Tensor scale{};  // kFp8Block, kW4A8: as above, [E, ...] for a stack; else undefined
   WeightFormat format = WeightFormat::kDense;
+  Tensor input_scale{};  // kW4A8 only, optional
 
   int64_t out_features() const { return data.dim(-2); }
-  int64_t in_features() const { return data.dim(-1); }
+  int64_t in_features() const { return format == WeightFormat::kW4A8 ? 2 * data.dim(-1) : data.dim(-1); }
+  // kW4A8: columns per scale.
+  int64_t group_size() const { return in_features() / scale.dim(-1); }
   // Matrix e of a stack, sharing storage.
   LinearWeight expert(int64_t e) const {
     LinearWeight one{data.slice(e, e + 1).view({data.dim(1), data.dim(2)}), {}, format};
     if (scale.defined()) one.scale = scale.slice(e, e + 1).view({scale.dim(1), scale.dim(2)});
+    if (input_scale.defined()) one.input_scale = input_scale.slice(e, e + 1).view(Shape());
     return one;
   }
 };
@@ -268,6 +278,9 @@ class Backend {
   // Whether the cache ops take a latent cache of this dtype (cache_layout.h's formats): the compute
   // dtype everywhere; the CPU, the reference, also takes the FP8 formats.
   virtual bool supports_cache_dtype(DType dtype) const { return dtype == compute_dtype(); }
+  // Whether linear and moe_experts take weights of this format: dense and FP8 blocks everywhere; the
+  // CPU, the reference, also takes W4A8.
+  virtual bool supports_weight_format(WeightFormat format) const { return format != WeightFormat::kW4A8; }
 
   // Starts a forward pass: the host arrays every layer reads. A device backend uploads them all with
   // one async copy from pinned staging and plans per-step work (split-KV) here, not once per layer;

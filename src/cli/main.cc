@@ -22,6 +22,7 @@ constexpr const char* kUsage =
     "  tokenize   encode text or a chat, or decode ids (dsinfer tokenize --help)\n"
     "  eval       held-out accuracy on checkable tasks (dsinfer eval --help)\n"
     "  bench      benchmark a server: dsinfer bench serve (dsinfer bench serve --help)\n"
+    "  quantize   write a W4A8 (int4 routed experts) copy of a checkpoint (dsinfer quantize --help)\n"
     "\n"
     "dsinfer --version prints the version and the commit this binary was built from.\n";
 
@@ -36,6 +37,7 @@ constexpr Verb kVerbs[] = {
     {"tokenize", dsinfer::cli::run_tokenize},
     {"eval", dsinfer::cli::run_eval},
     {"bench", dsinfer::cli::run_bench},
+    {"quantize", dsinfer::cli::run_quantize},
 };
 
 }  // namespace

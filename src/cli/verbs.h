@@ -9,5 +9,6 @@ int run_tokenize(int argc, char** argv);
 int run_serve(int argc, char** argv);
 int run_eval(int argc, char** argv);
 int run_bench(int argc, char** argv);  // dsinfer bench serve
+int run_quantize(int argc, char** argv);
 
 }  // namespace dsinfer::cli

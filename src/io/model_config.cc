@@ -205,12 +205,54 @@ RopeConfig read_rope(const Fields& fields, int64_t max_position_embeddings) {
   return rope;
 }
 
+// compressed-tensors' pack-quantized int4 (docs/w4a8.md): the weights' scheme of every config group,
+// which must be the one dsinfer runs (symmetric int4 in groups), all with one group size.
+int64_t read_int4_groups(const Fields& config) {
+  config.choice("format", 0, {{"pack-quantized", 0}});
+  if (!config.has("format")) config.fail("format", "is missing (expected pack-quantized)");
+  std::optional<Fields> groups = config.object("config_groups");
+  if (!groups) config.fail("config_groups", "is missing");
+  int64_t group_size = 0;
+  const Json* all = config.get("config_groups");
+  for (const auto& [name, value] : all->as_object()) {
+    std::optional<Fields> group = groups->object(name);
+    std::optional<Fields> weights = group->object("weights");
+    if (!weights) group->fail("weights", "is missing");
+    if (weights->integer("num_bits", 0) != 4) weights->fail("num_bits", "must be 4 (int4 weights)");
+    weights->choice("type", 0, {{"int", 0}});
+    if (!weights->boolean("symmetric", false)) weights->fail("symmetric", "must be true (int4 without zero points)");
+    weights->choice("strategy", 0, {{"group", 0}});
+    if (weights->boolean("dynamic", false)) weights->fail("dynamic", "must be false");
+    const int64_t size = weights->required_int("group_size", 8);
+    if (size % 8 != 0) weights->fail("group_size", "must be a multiple of 8, got ", size);
+    if (group_size != 0 && size != group_size)
+      weights->fail("group_size", size, " differs from another group's ", group_size);
+    group_size = size;
+    // Activations: none (dsinfer quantizes each token row to e4m3), or static per-tensor e4m3 scales.
+    if (std::optional<Fields> inputs = group->object("input_activations")) {
+      if (inputs->integer("num_bits", 0) != 8) inputs->fail("num_bits", "must be 8 (e4m3 activations)");
+      inputs->choice("type", 0, {{"float", 0}});
+      inputs->choice("strategy", 0, {{"tensor", 0}});
+      if (inputs->boolean("dynamic", false)) inputs->fail("dynamic", "must be false (static input_scale tensors)");
+    }
+  }
+  if (group_size == 0) config.fail("config_groups", "is empty");
+  return group_size;
+}
+
 QuantizationConfig read_quantization(const Fields& fields) {
   QuantizationConfig quantization;
   std::optional<Fields> config = fields.object("quantization_config");
   if (!config) return quantization;
   if (!config->has("quant_method")) config->fail("quant_method", "is missing");
-  quantization.fp8_block = config->choice("quant_method", false, {{"fp8", true}});
+  enum class Method { kFp8, kCompressedTensors };
+  const Method method =
+      config->choice("quant_method", Method::kFp8, {{"fp8", Method::kFp8}, {"compressed-tensors", Method::kCompressedTensors}});
+  if (method == Method::kCompressedTensors) {
+    quantization.int4_group_size = read_int4_groups(*config);
+    return quantization;
+  }
+  quantization.fp8_block = true;
   config->choice("fmt", 0, {{"e4m3", 0}});
   if (const Json* size = config->get("weight_block_size")) {
     bool valid = size->is_array() && size->size() == 2 && size->at(0).is_int() && size->at(1).is_int() &&

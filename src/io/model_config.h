@@ -40,6 +40,9 @@ struct QuantizationConfig {
   int64_t block_n = 128;   // weight_block_size[0]: rows (output features) per scale
   int64_t block_k = 128;   // weight_block_size[1]: columns (input features) per scale
   std::string activation_scheme = "dynamic";
+  // quant_method "compressed-tensors", format "pack-quantized" (docs/w4a8.md): the linears that store
+  // NAME.weight_packed are symmetric int4 in groups of this many columns; 0: none.
+  int64_t int4_group_size = 0;
 };
 
 struct ModelConfig {

@@ -157,6 +157,28 @@ TEST(ModelConfig, DeepseekV3MoeLayers) {
   EXPECT_FALSE(parse(with(v3(), "n_routed_experts", nullptr)).is_moe_layer(10));
 }
 
+// docs/w4a8.md: compressed-tensors' pack-quantized int4, as dsinfer quantize writes it and as
+// Kimi-K2-Thinking ships it (group 32, every Linear targeted, no activation scheme).
+TEST(ModelConfig, ReadsCompressedTensorsInt4) {
+  ModelConfig ours = parse(with(v3(), "quantization_config", Json::parse(R"({
+      "quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": [],
+      "config_groups": {"group_0": {"targets": ["re:.*mlp\\.experts\\.\\d+\\.(gate|up|down)_proj$"],
+        "weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group", "group_size": 128,
+                    "dynamic": false},
+        "input_activations": null}}})")));
+  EXPECT_EQ(ours.quantization.int4_group_size, 128);
+  EXPECT_FALSE(ours.quantization.fp8_block);
+  ModelConfig kimi = parse(with(v3(), "quantization_config", Json::parse(R"({
+      "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+      "kv_cache_scheme": null, "ignore": ["lm_head"],
+      "config_groups": {"group_0": {"input_activations": null, "output_activations": null, "targets": ["Linear"],
+        "weights": {"actorder": null, "block_structure": null, "dynamic": false, "group_size": 32, "num_bits": 4,
+                    "observer": "minmax", "observer_kwargs": {}, "strategy": "group", "symmetric": true,
+                    "type": "int"}}}})")));
+  EXPECT_EQ(kimi.quantization.int4_group_size, 32);
+  EXPECT_EQ(parse(v3()).quantization.int4_group_size, 0);
+}
+
 TEST(ModelConfig, ParsesDeepseekV2Lite) {
   ModelConfig config = parse(Json::parse(kDeepseekV2Lite));
   EXPECT_EQ(config.family, ModelFamily::kDeepseekV2);
@@ -295,7 +317,31 @@ const BadConfig kBadConfigs[] = {
     {"RopeFactorWrongType", with(v3(), "rope_scaling", Json::parse(R"({"type": "yarn", "factor": "40"})")),
      "rope_scaling.factor must be a number, got \"40\""},
     {"BadQuantMethod", with(v3(), "quantization_config", Json::parse(R"({"quant_method": "awq"})")),
-     "ckpt/config.json: quantization_config.quant_method 'awq' is not supported (expected fp8)"},
+     "ckpt/config.json: quantization_config.quant_method 'awq' is not supported (expected fp8 or compressed-tensors)"},
+    {"Int4NotPackQuantized",
+     with(v3(), "quantization_config", Json::parse(R"({"quant_method": "compressed-tensors", "format": "float-quantized",
+       "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group",
+       "group_size": 128}}}})")),
+     "quantization_config.format 'float-quantized' is not supported (expected pack-quantized)"},
+    {"Int4EightBits",
+     with(v3(), "quantization_config", Json::parse(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
+       "config_groups": {"g": {"weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "group",
+       "group_size": 128}}}})")),
+     "quantization_config.config_groups.g.weights.num_bits must be 4 (int4 weights)"},
+    {"Int4Asymmetric",
+     with(v3(), "quantization_config", Json::parse(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
+       "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int", "symmetric": false, "strategy": "group",
+       "group_size": 128}}}})")),
+     "weights.symmetric must be true (int4 without zero points)"},
+    {"Int4PerChannel",
+     with(v3(), "quantization_config", Json::parse(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
+       "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "channel"}}}})")),
+     "weights.strategy 'channel' is not supported (expected group)"},
+    {"Int4DynamicActivations",
+     with(v3(), "quantization_config", Json::parse(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
+       "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group",
+       "group_size": 32}, "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": true}}}})")),
+     "input_activations.strategy 'token' is not supported (expected tensor)"},
     {"QuantMethodMissing", with(v3(), "quantization_config", Json::parse(R"({"fmt": "e4m3"})")),
      "quantization_config.quant_method is missing"},
     {"BadFp8Format",

@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -53,6 +55,13 @@ std::string scale_name(const std::string& name) {
   auto at = base.rfind(".weight");
   DSINFER_CHECK(at != std::string::npos, name, " is not a weight");
   return base.substr(0, at) + ".weight_scale_inv";
+}
+
+// NAME ("P.weight") -> "P.<suffix>": the compressed-tensors tensors of an int4 linear.
+std::string int4_part(const std::string& name, const char* suffix) {
+  auto at = name.rfind(".weight");
+  DSINFER_CHECK(at != std::string::npos && at + 7 == name.size(), name, " is not a weight");
+  return str_cat(name.substr(0, at), ".", suffix);
 }
 
 uint64_t seed_of(const std::string& name) { return std::hash<std::string>{}(name); }
@@ -120,7 +129,61 @@ WeightLoader::WeightLoader(const io::ModelConfig& config, io::StoredFormat forma
 }
 
 bool WeightLoader::contains(const std::string& name) const {
-  return checkpoint_ ? checkpoint_->contains(name) : dummy_specs_.count(name) > 0;
+  return checkpoint_ ? checkpoint_->contains(name) || is_int4(name) : dummy_specs_.count(name) > 0;
+}
+
+bool WeightLoader::is_int4(const std::string& name) const {
+  return checkpoint_ && !checkpoint_->contains(name) && name.size() > 7 &&
+         name.compare(name.size() - 7, 7, ".weight") == 0 && checkpoint_->contains(int4_part(name, "weight_packed"));
+}
+
+Shape WeightLoader::int4_shape(const std::string& name) const {
+  const std::string shape_name = int4_part(name, "weight_shape");
+  const Tensor shape = checkpoint_->tensor(shape_name);
+  DSINFER_CHECK(shape.dtype() == DType::kI64 && shape.numel() == 2, checkpoint_->dir(), ": ", shape_name,
+                " must be two I64 values, is ", dtype_name(shape.dtype()), " ", shape.shape().to_string());
+  const int64_t n = shape.data<int64_t>()[0], k = shape.data<int64_t>()[1];
+  DSINFER_CHECK(n > 0 && k > 0, checkpoint_->dir(), ": ", shape_name, " holds [", n, ", ", k, "]");
+  return {n, k};
+}
+
+backend::LinearWeight WeightLoader::host_int4_linear(const std::string& name, const WeightShard& shard) const {
+  const std::string& dir = checkpoint_->dir();
+  const int64_t group = config_.quantization.int4_group_size;
+  const std::string packed_name = int4_part(name, "weight_packed"), scale_name = int4_part(name, "weight_scale");
+  DSINFER_CHECK(group > 0, dir, ": ", packed_name, " is int4, but config.json has no compressed-tensors "
+                "quantization_config to give its group size (docs/w4a8.md)");
+  DSINFER_CHECK(backend_.supports_weight_format(backend::WeightFormat::kW4A8), dir, ": ", packed_name,
+                " holds int4 experts (W4A8), which the ", backend_.name(), " backend does not run yet (issue 9 brings "
+                "the GPU kernel); --device cpu runs them");
+  const Shape full = int4_shape(name);
+  const int64_t N = full[0], K = full[1];
+  const io::TensorInfo& packed = checkpoint_->info(packed_name);
+  DSINFER_CHECK(K % group == 0 && K % 8 == 0 && packed.dtype == DType::kI32 && packed.shape == Shape({N, K / 8}),
+                dir, ": ", packed_name, " is ", dtype_name(packed.dtype), " ", packed.shape.to_string(), " for a [", N,
+                ", ", K, "] weight in groups of ", group, " (expected I32 [", N, ", ", K / 8, "], K a multiple of ",
+                group, " and 8)");
+  Tensor scale = host_f32(scale_name);
+  DSINFER_CHECK(scale.shape() == Shape({N, K / group}), dir, ": ", scale_name, " has shape ", scale.shape().to_string(),
+                ", expected [", N, ", ", K / group, "]");
+  parallel::Range rows = rows_of(shard, full), columns = columns_of(shard, full);
+  DSINFER_CHECK(columns.begin % group == 0 && (columns.end % group == 0 || columns.end == K), dir, ": a shard of ",
+                packed_name, " cuts its groups of ", group, " columns at [", columns.begin, ", ", columns.end, ")");
+  // Little-endian words read as bytes hold the values in column order, two to a byte.
+  Tensor words = aligned(checkpoint_->tensor(packed_name));
+  Tensor bytes = Tensor::empty(DType::kU8, {N, K / 2});
+  std::memcpy(bytes.raw(), words.raw(), bytes.nbytes());
+  backend::LinearWeight out{sub_matrix(bytes, rows, {columns.begin / 2, columns.end / 2}),
+                            sub_matrix(scale, rows, {columns.begin / group, columns.end / group}),
+                            backend::WeightFormat::kW4A8};
+  const std::string input_name = int4_part(name, "input_scale");
+  if (checkpoint_->contains(input_name)) {
+    Tensor input = host_f32(input_name);
+    DSINFER_CHECK(input.numel() == 1 && input.data<float>()[0] > 0 && std::isfinite(input.data<float>()[0]), dir,
+                  ": ", input_name, " must be one positive number, is ", input.shape().to_string());
+    out.input_scale = input.view(Shape());
+  }
+  return out;
 }
 
 std::string WeightLoader::source() const { return checkpoint_ ? checkpoint_->dir() : "dummy weights"; }
@@ -181,9 +244,15 @@ void WeightLoader::count(const Tensor& tensor) const {
 void WeightLoader::count(const backend::LinearWeight& weight) const {
   count(weight.data);
   if (weight.scale.defined()) count(weight.scale);
+  if (weight.input_scale.defined()) count(weight.input_scale);
 }
 
 void WeightLoader::expect_shape(const std::string& name, Shape expected) const {
+  if (is_int4(name)) {
+    DSINFER_CHECK(int4_shape(name) == expected, checkpoint_->dir(), ": ", int4_part(name, "weight_shape"), " holds ",
+                  int4_shape(name).to_string(), ", expected ", expected.to_string());
+    return;
+  }
   if (!checkpoint_) {
     DSINFER_CHECK(spec(name).shape == expected, "dummy weights: ", name, " has shape ",
                   spec(name).shape.to_string(), ", expected ", expected.to_string());
@@ -213,13 +282,14 @@ Tensor WeightLoader::to_compute(const Tensor& host) const {
 }
 
 Shape WeightLoader::shard_shape(const std::string& name, const WeightShard& shard) const {
-  Shape shape = checkpoint_ ? checkpoint_->info(name).shape : spec(name).shape;
+  Shape shape = is_int4(name) ? int4_shape(name) : checkpoint_ ? checkpoint_->info(name).shape : spec(name).shape;
   shape[-2] = rows_of(shard, shape).size();
   shape[-1] = columns_of(shard, shape).size();
   return shape;
 }
 
 backend::LinearWeight WeightLoader::host_linear(const std::string& name, const WeightShard& shard) const {
+  if (is_int4(name)) return host_int4_linear(name, shard);
   const io::TensorInfo& info = checkpoint_->info(name);
   DSINFER_CHECK(info.shape.rank() == 2, checkpoint_->dir(), ": ", name, " must be a matrix, has shape ",
                 info.shape.to_string());
@@ -254,6 +324,7 @@ Tensor WeightLoader::compute_host(const Tensor& wide) const {
 backend::LinearWeight WeightLoader::to_device(const backend::LinearWeight& host) const {
   backend::LinearWeight device{backend_.to_device(host.data), {}, host.format};
   if (host.scale.defined()) device.scale = backend_.to_device(host.scale);
+  if (host.input_scale.defined()) device.input_scale = backend_.to_device(host.input_scale);
   count(device);
   return device;
 }
@@ -271,15 +342,19 @@ bool WeightLoader::is_fp8(const std::string& name) const {
 }
 
 backend::LinearWeight WeightLoader::stack_to_device(const std::vector<backend::LinearWeight>& parts) const {
-  std::vector<Tensor> data, scales;
+  std::vector<Tensor> data, scales, input_scales;
   for (const backend::LinearWeight& part : parts) {
     DSINFER_CHECK(part.format == parts.front().format, checkpoint_->dir(),
                   ": the weights of one stack are stored in different formats");
+    DSINFER_CHECK(part.input_scale.defined() == parts.front().input_scale.defined(), checkpoint_->dir(),
+                  ": some W4A8 weights of one stack have an input_scale and some do not");
     data.push_back(part.data);
     if (part.scale.defined()) scales.push_back(part.scale);
+    if (part.input_scale.defined()) input_scales.push_back(part.input_scale.view({1}));
   }
   backend::LinearWeight out{backend_.to_device(stack_host(data, true)), {}, parts.front().format};
   if (!scales.empty()) out.scale = backend_.to_device(stack_host(scales, true));
+  if (!input_scales.empty()) out.input_scale = backend_.to_device(stack_host(input_scales, false));  // [E]
   count(out);
   return out;
 }
@@ -324,6 +399,13 @@ backend::LinearWeight WeightLoader::host_rows(const std::string& first, const st
   }
   backend::LinearWeight out{stack_host({a.data, b.data}, false), {}, a.format};
   if (a.scale.defined()) out.scale = stack_host({a.scale, b.scale}, false);
+  if (a.input_scale.defined() || b.input_scale.defined()) {
+    // One input for both halves: one activation scale, the larger (docs/w4a8.md).
+    DSINFER_CHECK(a.input_scale.defined() && b.input_scale.defined(), checkpoint_->dir(), ": ", first, " and ",
+                  second, " must both have an input_scale or neither");
+    out.input_scale = Tensor::empty(DType::kF32, {});
+    out.input_scale.data<float>()[0] = std::max(a.input_scale.data<float>()[0], b.input_scale.data<float>()[0]);
+  }
   return out;
 }
 

@@ -85,6 +85,10 @@ class WeightLoader {
   // The stored bytes of `name` (or of its shard) on the host, in a format the backends take (see the
   // file comment).
   backend::LinearWeight host_linear(const std::string& name, const WeightShard& shard = {}) const;
+  // A linear stored as compressed-tensors' int4 (NAME.weight_packed, docs/w4a8.md) in place of NAME.
+  bool is_int4(const std::string& name) const;
+  Shape int4_shape(const std::string& name) const;
+  backend::LinearWeight host_int4_linear(const std::string& name, const WeightShard& shard) const;
   // Two stored weights (or the same shard of each) stacked along N, on the host (FP8 whose scale
   // blocks would straddle the two halves is widened to the compute dtype).
   backend::LinearWeight host_rows(const std::string& first, const std::string& second,

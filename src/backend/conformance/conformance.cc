@@ -2148,7 +2148,10 @@ const std::vector<std::string>& backend_plumbing() {
                                                  "device_tokens", "wait",
                                                  // a capability, tested at the model level (model_test's
                                                  // CacheFormats: the CPU takes the FP8 caches, the GPU refuses)
-                                                 "supports_cache_dtype"};
+                                                 "supports_cache_dtype",
+                                                 // likewise: model_test's W4A8 checkpoint on the CPU, refused
+                                                 // on the GPU at load
+                                                 "supports_weight_format"};
   return names;
 }
 

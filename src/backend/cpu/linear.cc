@@ -1,4 +1,6 @@
-// linear and grouped_linear: y = x W^T with float32 accumulation, W in f32 or bf16.
+// linear and grouped_linear: y = x W^T with float32 accumulation, W in f32 or bf16; FP8-block and
+// W4A8 weights are widened to float32 first (W4A8 also rounds the activations to e4m3 as the GPU
+// does: the reference, not a fast path).
 //
 // The hot loop of the CPU backend. Work is split over output features (and over token blocks for
 // long prompts); inside, a 2 x 4 register tile (2 token rows, 4 weight rows) reuses every loaded
@@ -8,6 +10,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/ops.h"
@@ -132,10 +135,74 @@ Tensor dequantize_fp8_block(const LinearWeight& weight) {
   return out;
 }
 
+// A W4A8 weight as float32 (docs/w4a8.md): w[n, k] = (nibble k of row n - 8) * scale[n, k / G].
+Tensor dequantize_w4a8(const LinearWeight& weight) {
+  const int64_t N = weight.out_features(), K = weight.in_features();
+  DSINFER_CHECK(weight.data.dtype() == DType::kU8 && weight.data.rank() == 2 && weight.scale.defined() &&
+                    weight.scale.dtype() == DType::kF32 && weight.scale.rank() == 2 && weight.scale.dim(0) == N &&
+                    weight.scale.dim(1) > 0 && K % weight.scale.dim(1) == 0,
+                "linear: W4A8 weight ", weight.data.shape().to_string(), " ", dtype_name(weight.data.dtype()),
+                " has scales ", weight.scale.defined() ? weight.scale.shape().to_string() : std::string("(none)"));
+  const int64_t groups = weight.scale.dim(1), G = K / groups;
+  Tensor out = Tensor::empty(DType::kF32, {N, K});
+  parallel_for(N, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const uint8_t* row = weight.data.data<uint8_t>() + n * (K / 2);
+      const float* scales = weight.scale.data<float>() + n * groups;
+      float* target = out.data<float>() + n * K;
+      for (int64_t k = 0; k < K; ++k) {
+        const int nibble = (row[k / 2] >> (4 * (k % 2))) & 0xf;
+        target[k] = static_cast<float>(nibble - 8) * scales[k / G];
+      }
+    }
+  });
+  return out;
+}
+
+// The activations of a W4A8 product as the e4m3 values they become, times their scale (docs/w4a8.md):
+// with input_scale one static scale a, else a = amax(|row|) / 448 per row (1 for a zero row);
+// x_q = e4m3(x / a), saturating; returns x_q * a.
+Tensor quantize_w4a8_activations(const Tensor& x, const Tensor& input_scale) {
+  const int64_t T = x.dim(0), K = x.dim(1);
+  float fixed = 0.0f;
+  if (input_scale.defined()) {
+    DSINFER_CHECK(input_scale.dtype() == DType::kF32 && input_scale.numel() == 1,
+                  "linear: a W4A8 input scale must be one float32, got ", input_scale.shape().to_string(), " ",
+                  dtype_name(input_scale.dtype()));
+    fixed = input_scale.data<float>()[0];
+    DSINFER_CHECK(fixed > 0.0f && std::isfinite(fixed), "linear: W4A8 input scale ", fixed, " is not positive");
+  }
+  Tensor out = Tensor::empty(DType::kF32, {T, K});
+  parallel_for(T, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* row = x.data<float>() + t * K;
+      float scale = fixed;
+      if (!input_scale.defined()) {
+        float amax = 0.0f;
+        for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(row[k]));
+        scale = amax / kFp8E4M3Max;
+        if (!(scale > 0.0f)) scale = 1.0f;
+      }
+      float* target = out.data<float>() + t * K;
+      for (int64_t k = 0; k < K; ++k) target[k] = fp8e4m3_to_f32(f32_to_fp8e4m3(row[k] / scale)) * scale;
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 Tensor linear(const Tensor& x, const LinearWeight& linear_weight) {
-  DSINFER_CHECK(linear_weight.format != WeightFormat::kW4A8, "linear: W4A8 weights are not supported yet");
+  if (linear_weight.format == WeightFormat::kW4A8) {
+    expect_f32(x, "linear", "x", 2);
+    DSINFER_CHECK(x.dim(1) == linear_weight.in_features(), "linear: x ", x.shape().to_string(),
+                  " does not match a W4A8 weight of ", linear_weight.in_features(), " inputs");
+    Tensor weight = dequantize_w4a8(linear_weight);
+    Tensor activations = quantize_w4a8_activations(x, linear_weight.input_scale);
+    Tensor y = Tensor::empty(DType::kF32, {x.dim(0), weight.dim(0)});
+    matmul(activations.data<float>(), weight.data<float>(), y.data<float>(), x.dim(0), weight.dim(0), x.dim(1));
+    return y;
+  }
   Tensor weight = linear_weight.format == WeightFormat::kFp8Block ? dequantize_fp8_block(linear_weight)
                                                                   : linear_weight.data;
   expect_f32(x, "linear", "x", 2);

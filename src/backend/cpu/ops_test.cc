@@ -77,6 +77,86 @@ TEST(CpuOps, Fp8BlockLinearEqualsLinearOverTheDequantizedWeight) {
   }
 }
 
+// A W4A8 weight from int4 values and group scales (docs/w4a8.md's layout), and the dense matrix it is.
+struct Int4Weight {
+  LinearWeight weight;
+  Tensor dense;
+};
+
+Int4Weight random_int4(int64_t N, int64_t K, int64_t group, std::mt19937& rng) {
+  Int4Weight out;
+  out.weight.format = WeightFormat::kW4A8;
+  out.weight.data = Tensor::empty(DType::kU8, {N, K / 2});
+  out.weight.scale = Tensor::empty(DType::kF32, {N, K / group});
+  out.dense = Tensor::empty(DType::kF32, {N, K});
+  std::uniform_int_distribution<int> value(-8, 7);
+  std::uniform_real_distribution<float> scale(0.001f, 0.01f);
+  for (int64_t i = 0; i < out.weight.scale.numel(); ++i) out.weight.scale.data<float>()[i] = scale(rng);
+  std::memset(out.weight.data.raw(), 0, out.weight.data.nbytes());
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int q = value(rng);
+      out.weight.data.data<uint8_t>()[n * (K / 2) + k / 2] |= static_cast<uint8_t>((q + 8) << (4 * (k % 2)));
+      out.dense.data<float>()[n * K + k] = static_cast<float>(q) * out.weight.scale.data<float>()[n * (K / group) + k / group];
+    }
+  }
+  return out;
+}
+
+// x rounded to e4m3 with scale a per row (a[t]) as the W4A8 product defines it.
+Tensor e4m3_rows(const Tensor& x, const std::vector<float>& a) {
+  Tensor out = x.clone();
+  const int64_t K = x.dim(1);
+  for (int64_t t = 0; t < x.dim(0); ++t)
+    for (int64_t k = 0; k < K; ++k) {
+      float& v = out.data<float>()[t * K + k];
+      v = fp8e4m3_to_f32(f32_to_fp8e4m3(v / a[t])) * a[t];
+    }
+  return out;
+}
+
+TEST(CpuOps, W4A8LinearIsTheDequantizedProductOfE4m3Activations) {
+  std::mt19937 rng(12);
+  for (auto [T, N, K, group] : {std::tuple{3, 24, 256, 128}, {1, 8, 64, 32}, {5, 40, 7168, 128}}) {
+    Int4Weight w = random_int4(N, K, group, rng);
+    ASSERT_EQ(w.weight.in_features(), K);
+    ASSERT_EQ(w.weight.group_size(), group);
+    Tensor x = random_tensor({T, K}, rng);
+    x.data<float>()[0] = 0.0f;  // zeros stay zero
+    // Without an input scale: each row's own, amax / 448; a zero row keeps scale 1.
+    std::vector<float> per_row(T);
+    for (int64_t t = 0; t < T; ++t) {
+      float amax = 0.0f;
+      for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x.data<float>()[t * K + k]));
+      per_row[t] = amax / 448.0f;
+    }
+    Tensor dynamic = linear(x, w.weight);
+    EXPECT_EQ(max_abs_diff(dynamic, linear(e4m3_rows(x, per_row), {w.dense})), 0.0f) << T << "x" << N << "x" << K;
+    // The e4m3 rounding is there: the product differs from the unrounded one, by a few tenths of a percent.
+    const float unrounded = max_abs_diff(dynamic, linear(x, {w.dense}));
+    EXPECT_GT(unrounded, 0.0f);
+    EXPECT_LT(unrounded, 0.05f * std::sqrt(static_cast<float>(K)) * 0.01f * 8);
+    // A static input scale: one for every row; values past 448 a saturate.
+    LinearWeight fixed = w.weight;
+    fixed.input_scale = Tensor::empty(DType::kF32, {});
+    fixed.input_scale.data<float>()[0] = 0.004f;
+    Tensor y = linear(x, fixed);
+    EXPECT_EQ(max_abs_diff(y, linear(e4m3_rows(x, std::vector<float>(T, 0.004f)), {w.dense})), 0.0f);
+  }
+}
+
+TEST(CpuOps, W4A8RowsDoNotDependOnTheirBatch) {
+  std::mt19937 rng(13);
+  Int4Weight w = random_int4(16, 256, 128, rng);
+  Tensor x = random_tensor({4, 256}, rng);
+  x.data<float>()[3 * 256] = 100.0f;  // an outlier in the last row only
+  Tensor batch = linear(x, w.weight);
+  for (int64_t t = 0; t < 4; ++t) {
+    Tensor alone = linear(x.slice(t, t + 1).clone(), w.weight);
+    for (int64_t n = 0; n < 16; ++n) EXPECT_EQ(alone.data<float>()[n], batch.data<float>()[t * 16 + n]) << t;
+  }
+}
+
 TEST(CpuOps, GroupedLinearIsOneLinearPerGroup) {
   std::mt19937 rng(2);
   Tensor x = random_tensor({5, 3, 24}, rng);
