@@ -59,9 +59,13 @@ int run_eval(int argc, char** argv) {
               "--task tool scores the first turn's tool call instead (one valid call of the right tool with the "
               "right arguments); --task mtp measures the MTP module's next-next-token accuracy; --task kv_kl "
               "measures how far --kv-cache-dtype moves the next-token distributions from the compute-dtype cache's "
-              "(KL divergence, teacher-forced over DIR/eval/mtp_text.jsonl's conversations).");
+              "(KL divergence, teacher-forced over DIR/eval/mtp_text.jsonl's conversations); --task kl does the same "
+              "against --reference-model's (another checkpoint of the model, e.g. the bf16 one a W4A8 copy came "
+              "from), with or without --kv-cache-dtype.");
   flags.add_string("model", "DIR", "model directory with an eval/ folder", true);
-  flags.add_string("task", "TASK", "arith, sort, count, copy, reverse, tool, tool_answer, no_tool, mtp or kv_kl", true);
+  flags.add_string("task", "TASK", "arith, sort, count, copy, reverse, tool, tool_answer, no_tool, mtp, kv_kl or kl",
+                   true);
+  flags.add_string("reference-model", "DIR", "--task kl: the checkpoint to compare with (compute-dtype cache)");
   flags.add_int("num", "problems to run (from the start of the file)", 1000);
   flags.add_string("data", "FILE", "the task file (default DIR/eval/TASK.jsonl; DIR/eval/mtp_text.jsonl for mtp)");
   flags.add_int("max-new-tokens", "tokens per answer at most", 768);
@@ -74,7 +78,11 @@ int run_eval(int argc, char** argv) {
   std::string dir = flags.get_string("model"), task = flags.get_string("task");
   DSINFER_CHECK(flags.get_int("num") > 0, "--num must be positive");
   std::string path = flags.has("data") ? flags.get_string("data")
-                                       : dir + "/eval/" + (task == "mtp" || task == "kv_kl" ? "mtp_text" : task) + ".jsonl";
+                                       : dir + "/eval/" + (task == "mtp" || task == "kv_kl" || task == "kl" ? "mtp_text" : task) +
+                                             ".jsonl";
+  DSINFER_CHECK(task == "kl" || !flags.has("reference-model"), "--reference-model is for --task kl");
+  DSINFER_CHECK(task != "kl" || flags.has("reference-model"),
+                "--task kl compares with --reference-model DIR: give one (--task kv_kl compares cache dtypes)");
 
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
   model::ModelOptions options;
@@ -84,12 +92,17 @@ int run_eval(int argc, char** argv) {
   out["model"] = dir;
   out["task"] = task;
   out["kv_cache_dtype"] = std::string(model::cache_format_name(options.cache_format));
-  if (task == "kv_kl") {
-    DSINFER_CHECK(!served->sharded(), "--task kv_kl runs the model on one rank: leave out the parallel flags");
-    DSINFER_CHECK(options.cache_format != model::CacheFormat::kCompute,
+  if (task == "kv_kl" || task == "kl") {
+    DSINFER_CHECK(!served->sharded(), "--task ", task, " runs the model on one rank: leave out the parallel flags");
+    DSINFER_CHECK(task == "kl" || options.cache_format != model::CacheFormat::kCompute,
                   "--task kv_kl compares a --kv-cache-dtype (fp8, fp8_ds_mla) with the compute-dtype cache: give one");
-    // The same weights with the compute-dtype cache, on the same backend.
-    auto reference = model::DeepseekModel::load(dir, served->model().backend());
+    // kv_kl: the same weights with the compute-dtype cache; kl: --reference-model's; on the same backend.
+    const std::string reference_dir = task == "kl" ? flags.get_string("reference-model") : dir;
+    out["reference_model"] = reference_dir;
+    auto reference = model::DeepseekModel::load(reference_dir, served->model().backend());
+    DSINFER_CHECK(reference->config().vocab_size == served->model().config().vocab_size, "--reference-model ",
+                  reference_dir, " has a vocabulary of ", reference->config().vocab_size, ", ", dir, " of ",
+                  served->model().config().vocab_size, ": not two checkpoints of one model");
     runtime::CacheKlResult result =
         runtime::evaluate_cache_kl(*reference, served->model(), tokenizer, path, flags.get_int("num"));
     out["positions"] = result.positions;
@@ -97,9 +110,10 @@ int run_eval(int argc, char** argv) {
     out["max_kl"] = result.max_kl;
     out["top1_agreement"] = result.top1_agreement;
     if (!flags.get_bool("json"))
-      std::printf("%s against the compute-dtype cache over %ld answer positions: KL mean %.3g, max %.3g; top-1 "
-                  "agreement %.4f\n", std::string(model::cache_format_name(options.cache_format)).c_str(),
-                  static_cast<long>(result.positions), result.mean_kl, result.max_kl, result.top1_agreement);
+      std::printf("%s (%s cache) against %s (compute-dtype cache) over %ld answer positions: KL mean %.3g, max %.3g; "
+                  "top-1 agreement %.4f\n", dir.c_str(), std::string(model::cache_format_name(options.cache_format)).c_str(),
+                  reference_dir.c_str(), static_cast<long>(result.positions), result.mean_kl, result.max_kl,
+                  result.top1_agreement);
   } else if (task == "mtp") {
     DSINFER_CHECK(!served->sharded(), "--task mtp runs the model on one rank: leave out the parallel flags");
     runtime::MtpResult result = runtime::evaluate_mtp(served->model(), tokenizer, path, flags.get_int("num"));

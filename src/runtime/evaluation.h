@@ -67,7 +67,8 @@ struct CacheKlResult {
 
 // Teacher-forced, as serving runs a conversation: each text's prompt part prefilled, then its answer
 // fed one decode step a token; at every step the next-token distribution of `model` (a cache format
-// under test) against `reference`'s (the same weights with the compute-dtype cache).
+// or a quantized checkpoint under test) against `reference`'s (the compute-dtype cache; the same
+// weights, or the checkpoint the quantized one came from).
 CacheKlResult evaluate_cache_kl(const model::DeepseekModel& reference, const model::DeepseekModel& model,
                                 const tokenizer::Tokenizer& tokenizer, const std::string& path, int64_t count);
 

@@ -105,23 +105,12 @@ __device__ __forceinline__ void load_row_bf16(const bf16* p, float (&out)[kWidth
   }
 }
 
-// 8 floats rounded to bf16 (pack_bf16x8's rounding) as the 16 bytes they occupy in memory.
-__device__ __forceinline__ uint4 bf16_words(const float (&in)[kChunk]) {
-  uint32_t words[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_bfloat162 two = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
-    words[i] = *reinterpret_cast<const uint32_t*>(&two);
-  }
-  return make_uint4(words[0], words[1], words[2], words[3]);
-}
-
 template <int kWidth>
 __device__ __forceinline__ void store_row_bf16(bf16* p, const float (&in)[kWidth]) {
   if constexpr (kWidth == 1) {
     store_bf16<1>(p, in);
   } else {
-    *reinterpret_cast<uint4*>(p) = bf16_words(in);
+    *reinterpret_cast<uint4*>(p) = pack_bf16_words(in);
   }
 }
 
@@ -165,7 +154,7 @@ __device__ __forceinline__ RawUnit<kWidth> pack_raw(const float (&in)[kWidth]) {
   if constexpr (kWidth == 1) {
     return __bfloat162float(__float2bfloat16(in[0]));
   } else {
-    return bf16_words(in);
+    return pack_bf16_words(in);
   }
 }
 
@@ -206,7 +195,7 @@ __device__ __forceinline__ void write_unit(const NormArgs& a, int64_t row, int u
     if (!__any_sync(kFullMask, valid)) return;
     uint4 rounded = make_uint4(0u, 0u, 0u, 0u);  // the bf16 values out stores; zeros past the row
     if (valid) {
-      rounded = bf16_words(v);
+      rounded = pack_bf16_words(v);
       if (a.out != nullptr) *reinterpret_cast<uint4*>(a.out + row * a.out_row_stride + u * kWidth) = rounded;
     }
     uint2 packed;
