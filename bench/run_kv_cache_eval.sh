@@ -27,7 +27,9 @@ for dtype in auto fp8 fp8_ds_mla; do
     > "$scratch/${dtype}_kv_kl.json"
 done
 python3 - "$scratch" "$NUM" "$tasks" "$KL_NUM" <<'PY'
-import datetime, json, os, subprocess, sys
+import json, sys
+sys.path.insert(0, "bench")
+import eval_result
 scratch, num, tasks, kl_num = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), int(sys.argv[4])
 def accuracy(dtype, task):
     return json.load(open(f"{scratch}/{dtype}_{task}.json"))["accuracy"]
@@ -42,14 +44,8 @@ for dtype in ("fp8", "fp8_ds_mla"):
     kl = json.load(open(f"{scratch}/{dtype}_kv_kl.json"))
     for name in ("mean_kl", "max_kl", "top1_agreement", "positions"):
         figures[f"{dtype}_{name}"] = kl[name]
-commit = os.environ.get("DSINFER_COMMIT") or subprocess.run(
-    ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
-name = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "unknown")
-result = {"benchmark": "eval_kv_cache", "device": f"cpu: {name} ({os.cpu_count()} threads)",
-          "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-          "config": {"model": "models/dsv3-tiny", "problems_per_task": num, "tasks": tasks, "kl_conversations": kl_num,
+eval_result.write("bench/results/eval_kv_cache_dsv3-tiny_cpu.json", "eval_kv_cache",
+                  {"model": "models/dsv3-tiny", "problems_per_task": num, "tasks": tasks, "kl_conversations": kl_num,
                      "kv_cache_dtypes": ["auto (f32)", "fp8", "fp8_ds_mla"], "decoding": "greedy"},
-          "figures": figures, "anchor": anchor}
-json.dump(result, open("bench/results/eval_kv_cache_dsv3-tiny_cpu.json", "w"), indent=2)
-print(json.dumps(figures, indent=1))
+                  figures, anchor)
 PY

@@ -33,7 +33,9 @@ run bf16 models/dsv3-tiny
 run w4a8 "$scratch/w4a8"
 run w4a8_fp8_kv "$scratch/w4a8" --kv-cache-dtype fp8
 python3 - "$scratch" "$NUM" "$tasks" "$KL_NUM" <<'PY'
-import datetime, json, os, subprocess, sys
+import json, sys
+sys.path.insert(0, "bench")
+import eval_result
 scratch, num, tasks, kl_num = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), int(sys.argv[4])
 configs = ("w4a8", "w4a8_fp8_kv")
 def accuracy(name, task):
@@ -49,16 +51,10 @@ for name in configs:
     kl = json.load(open(f"{scratch}/{name}_kl.json"))
     for key in ("mean_kl", "max_kl", "top1_agreement", "positions"):
         figures[f"{name}_{key}"] = kl[key]
-commit = os.environ.get("DSINFER_COMMIT") or subprocess.run(
-    ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
-cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "unknown")
-result = {"benchmark": "eval_w4a8", "device": f"cpu: {cpu} ({os.cpu_count()} threads)",
-          "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-          "config": {"model": "models/dsv3-tiny", "quantization": "dsinfer quantize --method w4a8 (round to nearest, "
+eval_result.write("bench/results/eval_w4a8_dsv3-tiny_cpu.json", "eval_w4a8",
+                  {"model": "models/dsv3-tiny", "quantization": "dsinfer quantize --method w4a8 (round to nearest, "
                      "symmetric int4, group 128, BF16 scales; e4m3 activations, a scale per token row)",
                      "problems_per_task": num, "tasks": tasks, "kl_conversations": kl_num,
                      "configurations": ["bf16 (anchor)", "w4a8", "w4a8 + --kv-cache-dtype fp8"], "decoding": "greedy"},
-          "figures": figures, "anchor": anchor}
-json.dump(result, open("bench/results/eval_w4a8_dsv3-tiny_cpu.json", "w"), indent=2)
-print(json.dumps(figures, indent=1))
+                  figures, anchor)
 PY
