@@ -325,7 +325,9 @@ TEST(CacheFormats, Fp8CachesKeepTheBundledModelsDistributions) {
 
 // The bundled model with its routed experts in compressed-tensors' int4 (docs/w4a8.md, group 128),
 // written into `out`: the other tensors as they are, config.json with the quantization_config.
-void write_w4a8_copy(const std::string& source, const std::string& out) {
+// `edit` may change the tensors and the config before they are written (the refusals' test).
+void write_w4a8_copy(const std::string& source, const std::string& out,
+                     const std::function<void(std::vector<io::NamedTensor>&, Json&)>& edit = {}) {
   io::Checkpoint checkpoint = io::Checkpoint::open(source);
   std::vector<io::NamedTensor> tensors;
   const std::regex expert(R"(.*\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight)");
@@ -348,12 +350,65 @@ void write_w4a8_copy(const std::string& source, const std::string& out) {
     tensors.emplace_back(base + ".weight_scale", scale);
     tensors.emplace_back(base + ".weight_shape", shape);
   }
-  io::write_safetensors(out + "/model.safetensors", tensors);
   Json config = Json::parse(read_file(source + "/config.json"));
   config["quantization_config"] = Json::parse(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
       "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "symmetric": true,
       "strategy": "group", "group_size": 128}, "input_activations": null}}})");
+  if (edit) edit(tensors, config);
+  io::write_safetensors(out + "/model.safetensors", tensors);
   write_file(out + "/config.json", config.dump());
+}
+
+// A damaged W4A8 checkpoint is refused at load with the tensor or field named, never run.
+TEST(W4A8Experts, DamagedCheckpointsAreRefusedNamingWhatIsWrong) {
+  if (test_device() != "cpu") GTEST_SKIP() << "the GPU refuses every W4A8 checkpoint (the test above)";
+  const std::string source = source_path("models/dsv3-tiny");
+  const std::string dir = ::testing::TempDir() + "dsinfer_w4a8_bad_" + std::to_string(::getpid());
+  const std::string expert = "model.layers.1.mlp.experts.0.gate_proj.";
+  auto tensor = [](std::vector<io::NamedTensor>& tensors, const std::string& name) -> Tensor& {
+    for (auto& [n, t] : tensors)
+      if (n == name) return t;
+    throw Error("no tensor " + name);
+  };
+  struct Damage {
+    const char* what;
+    std::function<void(std::vector<io::NamedTensor>&, Json&)> edit;
+    const char* expected;  // a part of the message
+  };
+  const std::vector<Damage> damages = {
+      {"no quantization_config", [](auto&, Json& config) { config["quantization_config"] = Json(); },
+       "no compressed-tensors quantization_config"},
+      {"a shape that disagrees",
+       [&](auto& tensors, Json&) { tensor(tensors, expert + "weight_shape").template data<int64_t>()[1] = 512; },
+       "weight_shape holds [128, 512]"},
+      {"packed words of the wrong width",
+       [&](auto& tensors, Json&) { tensor(tensors, expert + "weight_packed") = Tensor::empty(DType::kI32, {128, 16}); },
+       "weight_packed is I32 [128, 16]"},
+      {"scales of the wrong shape",
+       [&](auto& tensors, Json&) { tensor(tensors, expert + "weight_scale") = Tensor::empty(DType::kF32, {128, 3}); },
+       "weight_scale has shape [128, 3]"},
+      {"a negative input scale",
+       [&](auto& tensors, Json&) {
+         Tensor scale = Tensor::empty(DType::kF32, {1});
+         scale.data<float>()[0] = -1.0f;
+         tensors.emplace_back(expert + "input_scale", scale);
+       },
+       "input_scale must be one positive number"},
+  };
+  auto backend = backend::make_backend("cpu");
+  for (const Damage& damage : damages) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    write_w4a8_copy(source, dir, damage.edit);
+    try {
+      DeepseekModel::load(dir, *backend);
+      ADD_FAILURE() << damage.what << ": loaded";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find(damage.expected), std::string::npos)
+          << damage.what << ": " << error.what();
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // W4A8 experts on the CPU, the reference: their logits stay near the bf16 model's (what is left is
