@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/moe.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/rope_cache.h"
 #include "backend/cuda/routing.h"
@@ -329,6 +330,60 @@ void rope_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Jso
   }
 }
 
+// ---- MoE unpermute + weighted combine ----
+
+// moe_experts' combine (moe_combine): each token's top-8 expert rows, scattered over the step's
+// rows as the plan lays them out, weighted and summed. The permute has no kernel of its own (the
+// gate_up products read the tokens' rows in place through the plan's row_source). Checked bit for bit
+// against the same f32 sums on the host at the smaller sizes.
+void combine_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Json& figures) {
+  constexpr int64_t kTopK = 8;
+  std::printf("\nMoE unpermute + weighted combine (moe_combine: out[t] = sum_j w[t, j] * y[row(t, j)], top-8, "
+              "hidden 7168), one kernel\n");
+  std::printf("  bytes = the rows y [8T, 7168] bf16 read + out [T, 7168] written + rows and weights [T, 8]\n");
+  std::printf("   tokens        us         MB    TB/s  of copy\n");
+  for (int64_t tokens : kTokenCounts) {
+    const int64_t rows = tokens * kTopK;
+    Buffer y(rows * kHidden * 2), out(tokens * kHidden * 2), slot_row(rows * 4), weights(rows * 4);
+    fill(y.get(), DType::kBF16, rows * kHidden, 61, -2, 2, stream);
+    fill(weights.get(), DType::kF32, rows, 62, 0.0f, 0.5f, stream);
+    std::vector<int32_t> host_rows(rows);
+    for (int64_t i = 0; i < rows; ++i) host_rows[i] = static_cast<int32_t>(i * 7919 % rows);  // a permutation
+    if (rows > 1) host_rows[1] = -1;  // a skipped slot
+    upload(slot_row.get(), host_rows);
+    auto run = [&] {
+      backend::cuda::moe_combine(y.get<bf16>(), slot_row.get<int32_t>(), weights.get<float>(), out.get<bf16>(),
+                                 tokens, kTopK, kHidden, stream);
+    };
+    if (tokens <= 256) {
+      run();
+      std::vector<uint16_t> y_host(rows * kHidden), out_host(tokens * kHidden);
+      std::vector<float> w_host(rows);
+      DSINFER_CUDA_CHECK(cudaStreamSynchronize(stream));
+      DSINFER_CUDA_CHECK(cudaMemcpy(y_host.data(), y.get(), y_host.size() * 2, cudaMemcpyDeviceToHost));
+      DSINFER_CUDA_CHECK(cudaMemcpy(w_host.data(), weights.get(), w_host.size() * 4, cudaMemcpyDeviceToHost));
+      DSINFER_CUDA_CHECK(cudaMemcpy(out_host.data(), out.get(), out_host.size() * 2, cudaMemcpyDeviceToHost));
+      int64_t wrong = 0;
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t d = 0; d < kHidden; ++d) {
+          float sum = 0.0f;
+          for (int64_t j = 0; j < kTopK; ++j) {
+            const int32_t row = host_rows[t * kTopK + j];
+            if (row >= 0) sum = std::fma(w_host[t * kTopK + j], bf16_to_f32(y_host[row * kHidden + d]), sum);
+          }
+          wrong += f32_to_bf16(sum) != out_host[t * kHidden + d];
+        }
+      if (wrong > 0)
+        throw Error(str_cat("small-op check failed: moe_combine at ", tokens, " tokens: ", wrong, " of ",
+                            tokens * kHidden, " outputs differ from the host's sums"));
+    }
+    const double us = kernel_us(timer, run);
+    const double bytes = rows * kHidden * 2.0 + tokens * kHidden * 2.0 + rows * 8.0;
+    std::printf("  %7lld %s\n", static_cast<long long>(tokens),
+                record(figures, str_cat("moe_combine_t", tokens), us, bytes, ceilings).c_str());
+  }
+}
+
 }  // namespace
 
 void small_op_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Json& figures) {
@@ -336,8 +391,7 @@ void small_op_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings,
   silu_cases(timer, stream, ceilings, figures);
   norm_cases(timer, stream, ceilings, figures);
   rope_cases(timer, stream, ceilings, figures);
-  std::printf("\nMoE permute / unpermute and weighted combine (moe.cu): not timed here; their kernels run only "
-              "inside moe_experts (moe.h has no launcher for them)\n");
+  combine_cases(timer, stream, ceilings, figures);
   std::printf("  (copy ceiling of this run: %.2f TB/s)\n", ceilings.copy_tb_s);
 }
 

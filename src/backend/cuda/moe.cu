@@ -30,7 +30,8 @@
 //   3. down, y [rows, H] bf16: the same kernels (the FP8 ones after quantizing their experts' rows of h).
 //   4. combine_kernel, grid (H / 8 / 128 blocks, T), 128 threads: out[t] = sum_j w[t, j] * y[row(t, j)]
 //      in slot order j = 0..k-1 (deterministic, no atomics) over the slots the plan kept (a skipped
-//      slot has row -1 and adds nothing; a token without kept slots gets zeros).
+//      slot has row -1 and adds nothing; a token without kept slots gets zeros); a thread's loads of
+//      8 slots go out together. Bytes: T k H 2 read, T H 2 written (moe_combine times it alone).
 // The product kernels are persistent (grid = SMs x guaranteed resident blocks, at most the work);
 // every block lists the experts it serves from the device offsets and walks the work items of those
 // only, so an empty expert costs nothing.
@@ -102,6 +103,7 @@ constexpr int kTileN = 128;  // weight rows per tile
 constexpr int kTileK = 64;
 constexpr int kSmemStride = kTileK + 8;  // 144-byte shared rows: ldmatrix's 8 row reads hit distinct banks
 constexpr int kCombineThreads = 128;
+constexpr int kCombineBatch = 8;  // slots whose loads the combine issues together (V3: top-8, all of them)
 
 __host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -676,15 +678,28 @@ __global__ void __launch_bounds__(kCombineThreads)
     float sum[kElems];
 #pragma unroll
     for (int i = 0; i < kElems; ++i) sum[i] = 0.0f;
-    for (int j = 0; j < top_k; ++j) {  // slot order: the same sum on every run
-      const int64_t flat = int64_t{t} * top_k + j;
-      const int row = slot_row[flat];
-      if (row < 0) continue;
-      const float w = weights[flat];
-      float v[kElems];
-      load_activations<kElems>(expert_out + row * hidden + unit * kElems, v);
+    // kCombineBatch slots at a time, every load of the batch issued before the first is used (two
+    // round trips a batch, the rows then their values, instead of two a slot); then the sums in slot
+    // order j = 0..k-1: the same bits on every run.
+    for (int j0 = 0; j0 < top_k; j0 += kCombineBatch) {
+      int row[kCombineBatch];
+      float w[kCombineBatch];
 #pragma unroll
-      for (int i = 0; i < kElems; ++i) sum[i] = fmaf(w, v[i], sum[i]);
+      for (int b = 0; b < kCombineBatch; ++b) {
+        const int64_t flat = int64_t{t} * top_k + j0 + b;
+        row[b] = j0 + b < top_k ? slot_row[flat] : -1;
+        w[b] = row[b] >= 0 ? weights[flat] : 0.0f;
+      }
+      float v[kCombineBatch][kElems];
+#pragma unroll
+      for (int b = 0; b < kCombineBatch; ++b)
+        if (row[b] >= 0) load_activations<kElems>(expert_out + row[b] * hidden + unit * kElems, v[b]);
+#pragma unroll
+      for (int b = 0; b < kCombineBatch; ++b) {
+        if (row[b] < 0) continue;
+#pragma unroll
+        for (int i = 0; i < kElems; ++i) sum[i] = fmaf(w[b], v[b][i], sum[i]);
+      }
     }
     bf16* target = out + int64_t{t} * hidden + unit * kElems;
     if constexpr (kVector) {
@@ -915,6 +930,15 @@ void launch_combine(const bf16* expert_out, const int32_t* slot_row, const float
 }
 
 }  // namespace
+
+void moe_combine(const __nv_bfloat16* rows, const int32_t* slot_row, const float* weights, __nv_bfloat16* out,
+                 int64_t tokens, int64_t top_k, int64_t hidden, cudaStream_t stream) {
+  DSINFER_CHECK(tokens >= 0 && top_k >= 1 && hidden >= 1 && tokens <= INT32_MAX, "moe_combine: ", tokens,
+                " tokens, top_k ", top_k, ", hidden ", hidden);
+  if (tokens == 0) return;
+  DSINFER_CHECK(rows && slot_row && weights && out, "moe_combine: null pointer");
+  launch_combine(rows, slot_row, weights, out, tokens, top_k, hidden, stream);
+}
 
 size_t moe_experts_scratch_bytes(const MoeShape& shape) {
   check_shape(shape);

@@ -74,6 +74,13 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
                  const ExpertMatrix& gate_up, const ExpertMatrix& down, const MoeShape& shape,
                  __nv_bfloat16* out, void* scratch, size_t scratch_bytes, cudaStream_t stream);
 
+// moe_experts' last kernel alone, for the kernel benchmark: out[t] = sum_j weights[t, j] *
+// rows[slot_row[t, j]] over j = 0..top_k-1 in that order, f32 sums rounded to bf16; a slot_row of -1
+// adds nothing. rows [*, hidden] and out [tokens, hidden] bf16, slot_row and weights [tokens, top_k]
+// on the device. Queues one kernel on `stream`.
+void moe_combine(const __nv_bfloat16* rows, const int32_t* slot_row, const float* weights, __nv_bfloat16* out,
+                 int64_t tokens, int64_t top_k, int64_t hidden, cudaStream_t stream);
+
 // The prefill form, for steps with many rows per expert: the same function, with each expert's two
 // products done by `product` over a contiguous block of its rows (a library GEMM: cuBLASLt reaches
 // the tensor cores' rate at these sizes, the grouped mma kernel above about a third of it). The
