@@ -37,7 +37,7 @@ HEADLINES = {
                 "fp8_gemm_m8_n7168_k2048_us", "fp8_gemm_m8_n7168_k2048_cublaslt_us",
                 "route_t256_us", "silu_mul_i2048_t16384_of_copy", "silu_mul_i2048_t16384_quant_of_copy",
                 "add_rms_norm_t4096_of_copy", "add_rms_norm_t16384_of_copy", "add_rms_norm_t16384_quant_of_copy",
-                "rope_q_t16384_of_copy", "write_latent_cache_t16384_of_copy",
+                "rope_q_t16384_of_copy", "write_latent_cache_t16384_of_copy", "moe_combine_t16384_of_copy",
                 "grouped_masked_m20_n4096_k7168_weight_tb_s", "grouped_masked_m20_n4096_k7168_vs_deepgemm",
                 "grouped_masked_m192_n4096_k7168_vs_deepgemm",
                 "prefill_attention_8x2048_tflops", "prefill_attention_1x16384_tflops",
