@@ -37,14 +37,11 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kIndexName = "model.safetensors.index.json";
-constexpr std::string_view kWeightSuffix = ".weight";
 constexpr std::string_view kScaleInvSuffix = "_scale_inv";  // P.weight -> P.weight_scale_inv
 // DeepSeek's FP8 block, and the only one the output may keep for the weights it copies (docs/w4a8.md).
 constexpr int kFp8Block = 128;
 constexpr DType kScaleDtype = DType::kBF16;
 constexpr int kValuesPerWord = 8;
-// docs/w4a8.md's `targets`: informative only, dsinfer finds int4 linears by their weight_packed.
-constexpr const char* kExpertTargets = R"(re:.*mlp\.experts\.\d+\.(gate|up|down)_proj$)";
 
 // model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight, L and E decimal: a routed expert's weight,
 // the MTP layer's included. Shared experts (mlp.shared_experts.*) and dense MLPs do not match.
@@ -56,27 +53,6 @@ bool is_routed_expert_weight(std::string_view name) {
   return parts.size() == 8 && parts[0] == "model" && parts[1] == "layers" && is_number(parts[2]) &&
          parts[3] == "mlp" && parts[4] == "experts" && is_number(parts[5]) &&
          (parts[6] == "gate_proj" || parts[6] == "up_proj" || parts[6] == "down_proj") && parts[7] == "weight";
-}
-
-// config.json's quantization_config for the output (docs/w4a8.md, "config.json").
-Json w4a8_quantization_config(int64_t group_size) {
-  Json weights = Json::object();
-  weights["num_bits"] = 4;
-  weights["type"] = "int";
-  weights["symmetric"] = true;
-  weights["strategy"] = "group";
-  weights["group_size"] = group_size;
-  weights["dynamic"] = false;
-  Json group = Json::object();
-  group["targets"] = Json(Json::Array{Json(kExpertTargets)});
-  group["weights"] = std::move(weights);
-  group["input_activations"] = nullptr;
-  Json config = Json::object();
-  config["quant_method"] = "compressed-tensors";
-  config["format"] = "pack-quantized";
-  config["config_groups"]["group_0"] = std::move(group);
-  config["ignore"] = Json::array();
-  return config;
 }
 
 // The input's config.json, its quantization checked: none (BF16) or DeepSeek's FP8 in 128 x 128 blocks.
@@ -171,29 +147,12 @@ Plan plan_output(const io::Checkpoint& checkpoint, int64_t group_size, size_t ma
 // A routed-expert weight P.weight as P.weight_packed, P.weight_scale and P.weight_shape (docs/w4a8.md).
 std::vector<io::NamedTensor> quantize_expert(const io::Checkpoint& checkpoint, const std::string& name,
                                              int64_t group_size) {
-  io::Int4Groups quantized;
-  int64_t rows = 0, cols = 0;
-  {
-    const Tensor weight = io::load_f32(checkpoint, name, kFp8Block, kFp8Block);  // [N, K] f32, FP8 dequantized
-    rows = weight.dim(0);
-    cols = weight.dim(1);
-    try {
-      quantized = io::quantize_int4({weight.data<float>(), static_cast<size_t>(weight.numel())}, rows, cols,
-                                    group_size, kScaleDtype);
-    } catch (const Error& error) {
-      throw Error(str_cat(checkpoint.dir(), ": ", name, ": ", error.what()));
-    }
+  const Tensor weight = io::load_f32(checkpoint, name, kFp8Block, kFp8Block);  // [N, K] f32, FP8 dequantized
+  try {
+    return io::int4_checkpoint_tensors(name, weight, group_size, kScaleDtype);
+  } catch (const Error& error) {
+    throw Error(str_cat(checkpoint.dir(), ": ", error.what()));
   }
-  Tensor packed = Tensor::empty(DType::kI32, {rows, cols / kValuesPerWord});  // [N, K / 8]
-  io::pack_int4(quantized.values, {packed.data<int32_t>(), static_cast<size_t>(packed.numel())});
-  Tensor scale = Tensor::empty(kScaleDtype, {rows, cols / group_size});  // [N, K / G]
-  for (size_t i = 0; i < quantized.scales.size(); ++i)
-    scale.data<uint16_t>()[i] = f32_to_bf16(quantized.scales[i]);  // exact: quantize_int4 rounded them
-  Tensor shape = Tensor::empty(DType::kI64, {2});
-  shape.data<int64_t>()[0] = rows;
-  shape.data<int64_t>()[1] = cols;
-  const std::string prefix = name.substr(0, name.size() - kWeightSuffix.size());
-  return {{prefix + ".weight_packed", packed}, {prefix + ".weight_scale", scale}, {prefix + ".weight_shape", shape}};
 }
 
 // --out made ready: created, or empty, or (with overwrite) rid of the safetensors files and index a
@@ -320,7 +279,7 @@ int run_quantize(int argc, char** argv) {
   }
   copy_other_files(model_dir, out_dir);
   // Last, so that a run stopped half-way leaves a directory no loader mistakes for a checkpoint.
-  config["quantization_config"] = w4a8_quantization_config(group_size);
+  config["quantization_config"] = io::int4_quantization_config(group_size);
   write_file((out_dir / "config.json").string(), config.dump(2) + "\n");
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/strings.h"
 
 namespace dsinfer::io {
 namespace {
@@ -148,6 +149,57 @@ void dequantize_int4(std::span<const int32_t> packed, std::span<const float> sca
       }
     }
   });
+}
+
+std::vector<NamedTensor> int4_checkpoint_tensors(const std::string& name, const Tensor& weight, int64_t group_size,
+                                                 DType scale_dtype) {
+  DSINFER_CHECK(weight.dtype() == DType::kF32 && weight.rank() == 2 && name.ends_with(".weight"),
+                "int4_checkpoint_tensors: ", name, " must be a float32 [N, K] weight named P.weight");
+  const int64_t rows = weight.dim(0), cols = weight.dim(1);
+  Int4Groups quantized;
+  try {
+    quantized = quantize_int4({weight.data<float>(), static_cast<size_t>(weight.numel())}, rows, cols, group_size,
+                              scale_dtype);
+  } catch (const Error& error) {
+    throw Error(str_cat(name, ": ", error.what()));
+  }
+  Tensor packed = Tensor::empty(DType::kI32, {rows, cols / kValuesPerWord});
+  pack_int4(quantized.values, {packed.data<int32_t>(), static_cast<size_t>(packed.numel())});
+  Tensor scale = Tensor::empty(scale_dtype, {rows, cols / group_size});
+  for (size_t i = 0; i < quantized.scales.size(); ++i) {  // exact: quantize_int4 rounded them to scale_dtype
+    const float value = quantized.scales[i];
+    switch (scale_dtype) {
+      case DType::kBF16: scale.data<uint16_t>()[i] = f32_to_bf16(value); break;
+      case DType::kF16: scale.data<uint16_t>()[i] = f32_to_f16(value); break;
+      default: scale.data<float>()[i] = value; break;
+    }
+  }
+  Tensor shape = Tensor::empty(DType::kI64, {2});
+  shape.data<int64_t>()[0] = rows;
+  shape.data<int64_t>()[1] = cols;
+  const std::string prefix = name.substr(0, name.size() - 7);  // without ".weight"
+  return {{prefix + ".weight_packed", packed}, {prefix + ".weight_scale", scale}, {prefix + ".weight_shape", shape}};
+}
+
+Json int4_quantization_config(int64_t group_size) {
+  Json weights = Json::object();
+  weights["num_bits"] = 4;
+  weights["type"] = "int";
+  weights["symmetric"] = true;
+  weights["strategy"] = "group";
+  weights["group_size"] = group_size;
+  weights["dynamic"] = false;
+  Json group = Json::object();
+  // Informative only: dsinfer finds int4 linears by their weight_packed (docs/w4a8.md).
+  group["targets"] = Json(Json::Array{Json(R"(re:.*mlp\.experts\.\d+\.(gate|up|down)_proj$)")});
+  group["weights"] = std::move(weights);
+  group["input_activations"] = nullptr;
+  Json config = Json::object();
+  config["quant_method"] = "compressed-tensors";
+  config["format"] = "pack-quantized";
+  config["config_groups"]["group_0"] = std::move(group);
+  config["ignore"] = Json::array();
+  return config;
 }
 
 }  // namespace dsinfer::io

@@ -19,9 +19,12 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/json.h"
+#include "io/safetensors_writer.h"
 
 namespace dsinfer::io {
 
@@ -44,6 +47,16 @@ Int4Groups quantize_int4(std::span<const float> weight, int64_t rows, int64_t co
 void pack_int4(std::span<const int8_t> values, std::span<int32_t> packed);
 // packed [rows, cols / 8] -> values [rows, cols], each in -8..7.
 void unpack_int4(std::span<const int32_t> packed, std::span<int8_t> values);
+
+// A float32 weight [N, K] (name "P.weight") quantized as above, as the checkpoint stores it in place
+// of P.weight (docs/w4a8.md): P.weight_packed I32 [N, K / 8], P.weight_scale [N, K / G] in
+// scale_dtype, P.weight_shape I64 {N, K}. Throws as quantize_int4 does, naming the weight.
+std::vector<NamedTensor> int4_checkpoint_tensors(const std::string& name, const Tensor& weight, int64_t group_size,
+                                                 DType scale_dtype);
+
+// config.json's quantization_config for such a checkpoint (docs/w4a8.md): compressed-tensors'
+// pack-quantized, symmetric int4 in groups of group_size, no activation scheme.
+Json int4_quantization_config(int64_t group_size);
 
 // w' [rows, cols] from packed [rows, cols / 8] and scales [rows, cols / group_size].
 void dequantize_int4(std::span<const int32_t> packed, std::span<const float> scales, int64_t cols,

@@ -336,24 +336,12 @@ void write_w4a8_copy(const std::string& source, const std::string& out,
       tensors.emplace_back(name, checkpoint.tensor(name).clone());
       continue;
     }
-    const Tensor w = io::to_f32(checkpoint.tensor(name));
-    const int64_t N = w.dim(0), K = w.dim(1);
-    const io::Int4Groups groups = io::quantize_int4({w.data<float>(), static_cast<size_t>(w.numel())}, N, K, 128);
-    Tensor packed = Tensor::empty(DType::kI32, {N, K / 8});
-    io::pack_int4(groups.values, {packed.data<int32_t>(), static_cast<size_t>(packed.numel())});
-    Tensor scale = Tensor::empty(DType::kF32, {N, K / 128});
-    std::copy(groups.scales.begin(), groups.scales.end(), scale.data<float>());
-    Tensor shape = Tensor::empty(DType::kI64, {2});
-    shape.data<int64_t>()[0] = N, shape.data<int64_t>()[1] = K;
-    const std::string base = name.substr(0, name.size() - 7);
-    tensors.emplace_back(base + ".weight_packed", packed);
-    tensors.emplace_back(base + ".weight_scale", scale);
-    tensors.emplace_back(base + ".weight_shape", shape);
+    const Tensor weight = io::to_f32(checkpoint.tensor(name));
+    for (io::NamedTensor& part : io::int4_checkpoint_tensors(name, weight, 128, DType::kF32))
+      tensors.push_back(std::move(part));
   }
   Json config = Json::parse(read_file(source + "/config.json"));
-  config["quantization_config"] = Json::parse(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
-      "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "symmetric": true,
-      "strategy": "group", "group_size": 128}, "input_activations": null}}})");
+  config["quantization_config"] = io::int4_quantization_config(128);
   if (edit) edit(tensors, config);
   io::write_safetensors(out + "/model.safetensors", tensors);
   write_file(out + "/config.json", config.dump());

@@ -50,19 +50,15 @@ Tensor stack_host(const std::vector<Tensor>& parts, bool new_axis) {
   return out;
 }
 
-std::string scale_name(const std::string& name) {
-  std::string base = name;
-  auto at = base.rfind(".weight");
-  DSINFER_CHECK(at != std::string::npos, name, " is not a weight");
-  return base.substr(0, at) + ".weight_scale_inv";
-}
-
-// NAME ("P.weight") -> "P.<suffix>": the compressed-tensors tensors of an int4 linear.
-std::string int4_part(const std::string& name, const char* suffix) {
+// NAME ("P.weight") -> "P.<suffix>": the tensors stored beside or in place of a weight (its FP8
+// block scales; compressed-tensors' int4 parts).
+std::string weight_part(const std::string& name, const char* suffix) {
   auto at = name.rfind(".weight");
-  DSINFER_CHECK(at != std::string::npos && at + 7 == name.size(), name, " is not a weight");
+  DSINFER_CHECK(at != std::string::npos, name, " is not a weight");
   return str_cat(name.substr(0, at), ".", suffix);
 }
+
+std::string scale_name(const std::string& name) { return weight_part(name, "weight_scale_inv"); }
 
 uint64_t seed_of(const std::string& name) { return std::hash<std::string>{}(name); }
 
@@ -133,12 +129,12 @@ bool WeightLoader::contains(const std::string& name) const {
 }
 
 bool WeightLoader::is_int4(const std::string& name) const {
-  return checkpoint_ && !checkpoint_->contains(name) && name.size() > 7 &&
-         name.compare(name.size() - 7, 7, ".weight") == 0 && checkpoint_->contains(int4_part(name, "weight_packed"));
+  return checkpoint_ && !checkpoint_->contains(name) && name.ends_with(".weight") &&
+         checkpoint_->contains(weight_part(name, "weight_packed"));
 }
 
 Shape WeightLoader::int4_shape(const std::string& name) const {
-  const std::string shape_name = int4_part(name, "weight_shape");
+  const std::string shape_name = weight_part(name, "weight_shape");
   const Tensor shape = checkpoint_->tensor(shape_name);
   DSINFER_CHECK(shape.dtype() == DType::kI64 && shape.numel() == 2, checkpoint_->dir(), ": ", shape_name,
                 " must be two I64 values, is ", dtype_name(shape.dtype()), " ", shape.shape().to_string());
@@ -150,7 +146,7 @@ Shape WeightLoader::int4_shape(const std::string& name) const {
 backend::LinearWeight WeightLoader::host_int4_linear(const std::string& name, const WeightShard& shard) const {
   const std::string& dir = checkpoint_->dir();
   const int64_t group = config_.quantization.int4_group_size;
-  const std::string packed_name = int4_part(name, "weight_packed"), scale_name = int4_part(name, "weight_scale");
+  const std::string packed_name = weight_part(name, "weight_packed"), scale_name = weight_part(name, "weight_scale");
   DSINFER_CHECK(group > 0, dir, ": ", packed_name, " is int4, but config.json has no compressed-tensors "
                 "quantization_config to give its group size (docs/w4a8.md)");
   DSINFER_CHECK(backend_.supports_weight_format(backend::WeightFormat::kW4A8), dir, ": ", packed_name,
@@ -176,7 +172,7 @@ backend::LinearWeight WeightLoader::host_int4_linear(const std::string& name, co
   backend::LinearWeight out{sub_matrix(bytes, rows, {columns.begin / 2, columns.end / 2}),
                             sub_matrix(scale, rows, {columns.begin / group, columns.end / group}),
                             backend::WeightFormat::kW4A8};
-  const std::string input_name = int4_part(name, "input_scale");
+  const std::string input_name = weight_part(name, "input_scale");
   if (checkpoint_->contains(input_name)) {
     Tensor input = host_f32(input_name);
     DSINFER_CHECK(input.numel() == 1 && input.data<float>()[0] > 0 && std::isfinite(input.data<float>()[0]), dir,
@@ -249,7 +245,7 @@ void WeightLoader::count(const backend::LinearWeight& weight) const {
 
 void WeightLoader::expect_shape(const std::string& name, Shape expected) const {
   if (is_int4(name)) {
-    DSINFER_CHECK(int4_shape(name) == expected, checkpoint_->dir(), ": ", int4_part(name, "weight_shape"), " holds ",
+    DSINFER_CHECK(int4_shape(name) == expected, checkpoint_->dir(), ": ", weight_part(name, "weight_shape"), " holds ",
                   int4_shape(name).to_string(), ", expected ", expected.to_string());
     return;
   }

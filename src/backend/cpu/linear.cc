@@ -143,7 +143,7 @@ Tensor dequantize_w4a8(const LinearWeight& weight) {
                     weight.scale.dim(1) > 0 && K % weight.scale.dim(1) == 0,
                 "linear: W4A8 weight ", weight.data.shape().to_string(), " ", dtype_name(weight.data.dtype()),
                 " has scales ", weight.scale.defined() ? weight.scale.shape().to_string() : std::string("(none)"));
-  const int64_t groups = weight.scale.dim(1), G = K / groups;
+  const int64_t groups = weight.scale.dim(1), G = weight.group_size();
   Tensor out = Tensor::empty(DType::kF32, {N, K});
   parallel_for(N, 16, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
