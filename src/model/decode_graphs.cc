@@ -80,6 +80,7 @@ std::optional<Tensor> DecodeGraphs::logits(const ForwardBatch& batch, const Tens
     log_info("decode graph for batch ", rows, ": step metadata moved; capturing it again");
     graph.graph = model_.backend().capture([&] { graph.hidden = model_.hidden_states(padded_, cache_); });
     DSINFER_CHECK(graph.graph->replay(), "decode graph for batch ", rows, ": a fresh capture does not replay");
+    ++recaptures_;
   }
   ++replays_;
   return model_.logits(graph.hidden, padded_);

@@ -46,6 +46,7 @@ class DecodeGraphs {
   // placeholders are resolved in the uploaded ids, before the replay reads them).
   std::optional<Tensor> logits(const ForwardBatch& batch, const Tensor* previous = nullptr);
   int64_t replays() const { return replays_; }  // steps run by a graph so far
+  int64_t recaptures() const { return recaptures_; }  // buckets captured again since construction
 
  private:
   struct Graph;
@@ -58,6 +59,7 @@ class DecodeGraphs {
   ForwardBatch padded_;  // the step being replayed (begin_step reads its arrays until the next step)
   std::vector<std::unique_ptr<Graph>> graphs_;  // ascending bucket size
   int64_t replays_ = 0;
+  int64_t recaptures_ = 0;
 };
 
 }  // namespace dsinfer::model

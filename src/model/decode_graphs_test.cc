@@ -125,6 +125,26 @@ TEST_P(DecodeGraphsTest, ReplaysSurviveReleasedMemoryAndMovedMetadata) {
   for (int s = 0; s < kSequences; ++s) big.add(std::vector<int32_t>(64, 1), 0, {9 + s % 2}, LogitRows::kLast);
   (void)model_->forward(big.build(), *cache_);
   check_step();
+  EXPECT_EQ(graphs_->recaptures(), 1);
+}
+
+// Steps of 4 to 7 sequences share the bucket of 8, but their logit rows (the real rows, which the
+// eager head reads) differ in count: that must not move what the graph reads. (It did, and a server
+// at 128 concurrent requests captured its bucket again 39 times in 15 s.)
+TEST_P(DecodeGraphsTest, ABucketKeepsItsGraphWhateverItsRealRows) {
+  auto step = [&](int sequences) {
+    BatchBuilder builder;
+    for (int s = 0; s < sequences; ++s) builder.add(std::vector<int32_t>{1}, 0, {s}, LogitRows::kLast);
+    ForwardBatch batch = builder.build();
+    ASSERT_EQ(graphs_->bucket_for(batch), 8);
+    std::optional<Tensor> logits = graphs_->logits(batch);
+    ASSERT_TRUE(logits.has_value());
+    EXPECT_EQ(logits->dim(0), sequences);
+  };
+  step(4);
+  const int64_t recaptures = graphs_->recaptures();
+  for (int sequences : {5, 7, 4, 6, 5}) step(sequences);
+  EXPECT_EQ(graphs_->recaptures(), recaptures);
 }
 
 TEST_P(DecodeGraphsTest, StepsNoBucketTakesRunEagerly) {

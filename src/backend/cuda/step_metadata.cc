@@ -117,10 +117,10 @@ void StepMetadata::upload(const StepContext& step) {
 
   Packer packer;
   size_t ids = packer.add(step.token_ids.data(), step.token_ids.size());
-  size_t rows = packer.add(step.logit_rows.data(), step.logit_rows.size());
   std::vector<BatchOffsets> offsets;
   for (const AttentionBatch* batch : step.batches) offsets.push_back(pack_batch(packer, *batch));
   for (size_t i = 0; i < step.batches.size(); ++i) pack_page_ids(packer, *step.batches[i], offsets[i]);
+  size_t rows = packer.add(step.logit_rows.data(), step.logit_rows.size());  // last: see layout()
   const std::vector<char>& bytes = packer.bytes();
 
   // Staging buffer i is free once the copy that last read it has run.
@@ -140,7 +140,7 @@ void StepMetadata::upload(const StepContext& step) {
   next_staging_ ^= 1;
 
   const char* base = static_cast<const char*>(device_.get());
-  layout_.assign({reinterpret_cast<uintptr_t>(base), ids, rows});
+  layout_.assign({reinterpret_cast<uintptr_t>(base), ids});
   for (const BatchOffsets& o : offsets)
     layout_.insert(layout_.end(), {o.positions, o.slot_mapping, o.query_start, o.context_lens, o.page_table_start,
                                    o.token_sequence, o.context_start, o.page_ids});

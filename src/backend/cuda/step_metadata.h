@@ -47,7 +47,10 @@ class StepMetadata {
   void upload(const StepContext& step);
   // Where the last upload put each array on the device. Two steps with equal layouts can share a
   // CUDA graph: the arrays of a step's batches of the same sizes land at the same addresses, with
-  // the page ids (whose count varies with the contexts) after everything else.
+  // the page ids (whose count varies with the contexts) after them, and the logit rows last. The
+  // logit rows are left out of the layout: a decode graph's step is padded to its bucket but its
+  // head runs eagerly over the real rows, whose count varies within a bucket, so a captured graph
+  // must never read them.
   const std::vector<uintptr_t>& layout() const { return layout_; }
   // While a graph is captured, an op must not upload anything on the spot (that would synchronize).
   void set_capturing(bool capturing) { capturing_ = capturing; }
