@@ -31,7 +31,8 @@ struct HttpRequest {
 };
 
 // The handle a handler answers through. Every method may be called from any thread (the call is
-// handed to the event loop) and at any later time; calls after the client went away are ignored.
+// handed to the event loop, where calls run in the order they were made) and at any later time;
+// calls after the client went away are ignored.
 class HttpResponder {
  public:
   virtual ~HttpResponder() = default;

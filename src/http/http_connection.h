@@ -54,10 +54,13 @@ class LoopHandle {
  public:
   explicit LoopHandle(net::io_context& loop) : loop_(&loop) {}
 
+  // Returns whether the work was taken.
   template <typename Work>
-  void post(Work&& work) {
+  bool post(Work&& work) {
     std::lock_guard lock(mutex_);
-    if (loop_ != nullptr) net::post(*loop_, std::forward<Work>(work));
+    if (loop_ == nullptr) return false;
+    net::post(*loop_, std::forward<Work>(work));
+    return true;
   }
   void detach() {
     std::lock_guard lock(mutex_);
@@ -106,9 +109,16 @@ class Responder final : public HttpResponder, public std::enable_shared_from_thi
   // connection accepted the call, and `completes` says whether an accepted call ends the response.
   template <typename Write>
   void on_loop(bool completes, Write write);
+  // Runs call on the loop after every call made on this responder before it. Posting alone does not
+  // keep that order: Asio holds what the loop thread posts (io_context{1}) until its current handler
+  // returns, so a chunk that another thread sends meanwhile would overtake the handler's start_stream.
+  void in_order(std::function<void()> call);
+  void run_pending();  // loop only
 
   std::weak_ptr<Connection> connection_;
   std::shared_ptr<LoopHandle> loop_;
+  std::mutex pending_mutex_;
+  std::deque<std::function<void()>> pending_;  // calls made and not yet run, oldest first
   State state_ = State::kOpen;           // loop only
   std::function<void()> on_disconnect_;  // loop only
 };

@@ -28,11 +28,33 @@ Responder::~Responder() {
 
 template <typename Write>
 void Responder::on_loop(bool completes, Write write) {
-  loop_->post([self = shared_from_this(), completes, write = std::move(write)]() mutable {
-    if (self->state_ != State::kOpen) return;
-    auto connection = self->connection_.lock();
-    if (connection && write(*connection) && completes) self->state_ = State::kComplete;
+  in_order([this, completes, write = std::move(write)]() mutable {
+    if (state_ != State::kOpen) return;
+    auto connection = connection_.lock();
+    if (connection && write(*connection) && completes) state_ = State::kComplete;
   });
+}
+
+void Responder::in_order(std::function<void()> call) {
+  {
+    std::lock_guard lock(pending_mutex_);
+    pending_.push_back(std::move(call));
+  }
+  // Whichever of these posts runs first runs every call queued by then.
+  if (loop_->post([self = shared_from_this()] { self->run_pending(); })) return;
+  // The server has stopped: none of them will run. (Freed after the lock is released.)
+  std::deque<std::function<void()>> dropped;
+  std::lock_guard lock(pending_mutex_);
+  dropped.swap(pending_);
+}
+
+void Responder::run_pending() {
+  std::deque<std::function<void()>> calls;
+  {
+    std::lock_guard lock(pending_mutex_);
+    calls.swap(pending_);
+  }
+  for (auto& call : calls) call();
 }
 
 void Responder::respond(int status, std::string content_type, std::string body, Headers headers) {
@@ -58,10 +80,10 @@ void Responder::finish_stream() {
 }
 
 void Responder::on_disconnect(std::function<void()> callback) {
-  loop_->post([self = shared_from_this(), callback = std::move(callback)]() mutable {
+  in_order([this, callback = std::move(callback)]() mutable {
     // The client may have left before this registration reached the loop.
-    if (self->state_ == State::kLost) run_disconnect_callback(callback);
-    if (self->state_ == State::kOpen) self->on_disconnect_ = std::move(callback);
+    if (state_ == State::kLost) run_disconnect_callback(callback);
+    if (state_ == State::kOpen) on_disconnect_ = std::move(callback);
   });
 }
 

@@ -53,6 +53,32 @@ TEST(HttpServerTest, StreamedChunksArriveAsTheyAreSent) {
   EXPECT_LT(pieces[0].first, finished - 0.2) << "the first chunk waited for the end of the stream";
 }
 
+// A stream started by the handler and fed by another thread that sends before the handler returns
+// (as a loaded machine can schedule them): the chunks used to overtake start_stream, whose post Asio
+// held until the handler returned, and were dropped as sent before the stream.
+TEST(HttpServerTest, ChunksSentWhileTheHandlerRunsFollowItsStreamStart) {
+  std::vector<std::thread> writers;
+  HttpServer server(test_options(), [&](const HttpRequest&, std::shared_ptr<HttpResponder> responder) {
+    responder->start_stream(200, "text/event-stream");
+    std::promise<void> sent;
+    std::future<void> all_sent = sent.get_future();
+    writers.emplace_back([responder, sent = std::move(sent)]() mutable {
+      responder->send_chunk("data: first\n\n");
+      responder->send_chunk("data: second\n\n");
+      responder->finish_stream();
+      sent.set_value();
+    });
+    all_sent.wait();  // each call only posts, so this waits no longer than the thread's start
+  });
+  server.start();
+  HttpClient client;
+  const HttpClientResponse response = client.fetch(call_to(server, "GET", "/stream"));
+  for (auto& writer : writers) writer.join();
+  EXPECT_EQ(response.error, "");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.body, "data: first\n\ndata: second\n\n");
+}
+
 TEST(HttpServerTest, ClientLeavingAStreamIsNoticedOnce) {
   HeldRequests held;
   HttpServer server(test_options(), held.handler(/*stream=*/true));

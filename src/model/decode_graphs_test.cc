@@ -128,23 +128,25 @@ TEST_P(DecodeGraphsTest, ReplaysSurviveReleasedMemoryAndMovedMetadata) {
   EXPECT_EQ(graphs_->recaptures(), 1);
 }
 
-// Steps of 4 to 7 sequences share the bucket of 8, but their logit rows (the real rows, which the
-// eager head reads) differ in count: that must not move what the graph reads. (It did, and a server
-// at 128 concurrent requests captured its bucket again 39 times in 15 s.)
+// Steps of 9 to 16 sequences share the bucket of 16, but their logit rows (the real rows, which the
+// eager head reads) differ in count, by more than the metadata's 16-byte alignment: that must not
+// move what the graph reads. (It did, and a server at 128 concurrent requests captured its bucket
+// again 39 times in 15 s.) Sequence s decodes at position s of page 0 (the values are not checked).
 TEST_P(DecodeGraphsTest, ABucketKeepsItsGraphWhateverItsRealRows) {
+  DecodeGraphs graphs(*model_, *cache_, DecodeGraphOptions{16, kScratchPage});
   auto step = [&](int sequences) {
     BatchBuilder builder;
-    for (int s = 0; s < sequences; ++s) builder.add(std::vector<int32_t>{1}, 0, {s}, LogitRows::kLast);
+    for (int s = 0; s < sequences; ++s) builder.add(std::vector<int32_t>{1}, s, {0}, LogitRows::kLast);
     ForwardBatch batch = builder.build();
-    ASSERT_EQ(graphs_->bucket_for(batch), 8);
-    std::optional<Tensor> logits = graphs_->logits(batch);
+    ASSERT_EQ(graphs.bucket_for(batch), 16);
+    std::optional<Tensor> logits = graphs.logits(batch);
     ASSERT_TRUE(logits.has_value());
     EXPECT_EQ(logits->dim(0), sequences);
   };
-  step(4);
-  const int64_t recaptures = graphs_->recaptures();
-  for (int sequences : {5, 7, 4, 6, 5}) step(sequences);
-  EXPECT_EQ(graphs_->recaptures(), recaptures);
+  step(9);
+  const int64_t recaptures = graphs.recaptures();
+  for (int sequences : {13, 16, 10, 14, 9}) step(sequences);
+  EXPECT_EQ(graphs.recaptures(), recaptures);
 }
 
 TEST_P(DecodeGraphsTest, StepsNoBucketTakesRunEagerly) {
