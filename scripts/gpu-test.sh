@@ -6,7 +6,7 @@
 #   2. the fixture models (bf16, FP8, V2-Lite-like) on the GPU against Hugging Face's logits, CUDA
 #      graph replay against eager execution, and overlapped steps against synchronous ones;
 #   3. the server end to end on the GPU (engine, sampling, streaming, failures, structured output
-#      and logit_bias) over the fixture and the bundled models;
+#      and logit_bias) over the fixture and the bundled models, and speculative decoding's engine;
 #   4. compute-sanitizer memcheck over the conformance harness;
 #   5. on 2 GPUs or more, the NCCL communicator against the CPU's, and the model sharded over the
 #      GPUs (tensor, DP-attention and expert parallel) against the whole model on GPU 0 (skipped,
@@ -49,6 +49,10 @@ step overlap "$build/src/runtime/overlap_executor_test"
 # another batch. Those tests run on the CPU in `make test` and are left out here.
 exact="*SixtyFourConcurrentStreamsEachMatchTheRequestRunAlone*:*PreemptionInATinyPoolStillGivesTheSameOutputs*"
 step server env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_test" --gtest_filter="-$exact"
+# Speculative decoding (MTP drafts) on the bundled model: greedy outputs as without drafts up to a
+# near-tie, drafts accepted, pages returned (the tests of exact equality are CPU-only).
+step speculative env DSINFER_TEST_DEVICE=cuda "$build/src/runtime/speculative_engine_test" \
+  --gtest_filter='*Greedy*:*Aborted*:*Relaxed*'
 # Structured output and logit_bias end to end: the CUDA sampler's masks and biases on the bundled model.
 step structured env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_structured_test"
 # Every collective over NCCL against LocalCommunicator, one thread per GPU. The binary fails on one

@@ -185,14 +185,18 @@ Tensor DeepseekModel::expert_load() const {
 
 ForwardResult DeepseekModel::forward_mtp(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
                                          LatentCache& cache) const {
+  ForwardResult result = forward_mtp_on_device(module, previous_hidden, batch, cache);
+  result.logits = backend_.to_host(result.logits);
+  return result;
+}
+
+ForwardResult DeepseekModel::forward_mtp_on_device(int module, const Tensor& previous_hidden,
+                                                   const ForwardBatch& batch, LatentCache& cache) const {
   DSINFER_CHECK(module >= 0 && module < num_mtp_modules(), "MTP module ", module, " is not loaded (",
                 num_mtp_modules(), " present)");
   validate(batch);
   backend_.begin_step(batch.step_context());
-  ForwardResult result =
-      mtp_[module]->forward(previous_hidden, batch, cache.layer(config_.num_hidden_layers + module), rope_);
-  result.logits = backend_.to_host(result.logits);
-  return result;
+  return mtp_[module]->forward(previous_hidden, batch, cache.layer(config_.num_hidden_layers + module), rope_);
 }
 
 }  // namespace dsinfer::model

@@ -89,9 +89,12 @@ class DeepseekModel {
   // from (the checkpoint directory load() read, or dummy weights). Between steps, on the thread that
   // runs the model; throws for a model not made by load().
   void place_experts(const std::vector<parallel::ExpertPlacement>& placements);
-  // MTP module `module` (0-based); see MtpModule::forward.
+  // MTP module `module` (0-based); see MtpModule::forward. The logits come back to the host.
   ForwardResult forward_mtp(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
                             LatentCache& cache) const;
+  // The same with the logits left on the device (the drafter's path: runtime/mtp_drafter.h).
+  ForwardResult forward_mtp_on_device(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
+                                      LatentCache& cache) const;
 
  private:
   // Placeholders may name rows of a previous step of previous_rows tokens (0: none allowed).

@@ -56,6 +56,8 @@ struct ForwardResult {
   Tensor hidden;  // [T, hidden] after the final norm: what the MTP modules take (on the device)
   Tensor logits;  // [logit_rows, vocab] float32: on the host from forward(), on the device from
                   // forward_on_device() (where the sampler reads them)
+  Tensor residual;  // MTP modules only: [T, hidden], the block's output before the head's norm,
+                    // what a chained draft takes as its previous hidden state (on the device)
 };
 
 // The step's token ids on the device (the copy begin_step uploaded).

@@ -28,6 +28,7 @@ ForwardResult MtpModule::forward(const Tensor& previous_hidden, const ForwardBat
   ForwardResult result;
   result.hidden = backend_.rms_norm(residual, head_norm_, eps_);                          // [T, hidden]
   result.logits = head_logits(backend_, result.hidden, batch, head_);
+  result.residual = residual;
   return result;
 }
 

@@ -20,8 +20,8 @@ class MtpModule {
   MtpModule(const WeightLoader& weights, int64_t layer_index, const backend::LinearWeight& embed,
             const backend::LinearWeight& head);
 
-  // previous_hidden [T, hidden]: the main model's (or the previous module's) normed output for
-  // the positions of batch; batch.token_ids are the tokens one step ahead.
+  // previous_hidden [T, hidden]: the main model's normed output (or a chained module's residual)
+  // for the positions of batch; batch.token_ids are the tokens one step ahead.
   ForwardResult forward(const Tensor& previous_hidden, const ForwardBatch& batch, Tensor& cache,
                         const backend::RopeTable& rope) const;
 

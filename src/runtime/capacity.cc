@@ -9,7 +9,7 @@ CapacityScheduler::CapacityScheduler(PagePool& pool, PrefixCache* prefix_cache, 
     : pool_(pool), prefix_cache_(prefix_cache), page_size_(page_size), watermark_pages_(watermark_pages) {}
 
 int32_t CapacityScheduler::pages_needed(const Sequence& sequence, int64_t tokens) const {
-  int64_t slots = sequence.num_computed + tokens;
+  int64_t slots = sequence.num_computed + tokens + sequence.reserve_ahead;
   int64_t pages = (slots + page_size_ - 1) / page_size_;
   return static_cast<int32_t>(std::max<int64_t>(0, pages - static_cast<int64_t>(sequence.pages.size())));
 }

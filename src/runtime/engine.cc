@@ -51,7 +51,15 @@ Engine::Impl::Impl(std::unique_ptr<StepExecutor> executor_in, const tokenizer::T
       capacity(pool, prefix_cache.get(), model::kPageSize,
                static_cast<int32_t>(config.watermark * pool.group_size())),
       seed_source(config.seed) {
-  overlap = config.overlap_schedule && executor->overlaps();
+  // A speculative step is waited for: its drafts depend on what it accepts (speculative.h).
+  overlap = config.overlap_schedule && executor->overlaps() && !config.speculative.enabled();
+  if (config.speculative.enabled()) {
+    config.speculative.validate();
+    DSINFER_CHECK(executor->can_draft(), "speculative decoding (", config.speculative.describe(),
+                  ") needs the model's MTP modules, and this model runs without them");
+  }
+  if (auto id = tokenizer.token_to_id("<think>")) think_start = *id;
+  if (auto id = tokenizer.token_to_id("</think>")) think_end = *id;
   eos_ids = executor->eos_token_ids();
   if (auto eos = tokenizer.eos_id()) eos_ids.push_back(*eos);
   publish_stats();
@@ -101,9 +109,15 @@ RequestId Engine::Impl::submit(std::vector<int32_t> prompt, RequestOptions optio
   auto sequence = std::make_unique<EngineSequence>();
   sequence->prompt_length = length;
   // The context, the KV cache and max_tokens all bound the length.
-  int64_t cache_tokens = static_cast<int64_t>(pool.group_size()) * model::kPageSize;
+  // Speculative decoding writes the MTP module's cache up to N - 1 slots past a step's tokens.
+  sequence->reserve_ahead = std::max(config.speculative.num_tokens - 1, 0);
+  int64_t cache_tokens = static_cast<int64_t>(pool.group_size()) * model::kPageSize - sequence->reserve_ahead;
   sequence->max_length = std::min({max_model_len, length + options.max_tokens, cache_tokens});
   sequence->tokens = std::move(prompt);
+  for (int32_t token : sequence->tokens) {  // a reasoning section the prompt opens (R1's template does)
+    if (token == think_start) sequence->thinking = true;
+    if (token == think_end) sequence->thinking = false;
+  }
   sequence->arrival = Clock::now();
   sequence->stop_ids = options.ignore_eos ? std::vector<int32_t>{} : eos_ids;
   sequence->stop_ids.insert(sequence->stop_ids.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
@@ -334,6 +348,7 @@ int64_t configured_pages(const model::DeepseekModel& model, const EngineConfig& 
 ExecutorOptions executor_options(const EngineConfig& config) {
   ExecutorOptions options;
   options.cuda_graph_max_batch = static_cast<int>(std::min(config.cuda_graph_max_batch, config.max_num_seqs));
+  options.speculative = config.speculative;
   return options;
 }
 

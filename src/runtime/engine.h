@@ -20,6 +20,7 @@
 #include "runtime/executor.h"
 #include "runtime/metrics.h"
 #include "runtime/request.h"
+#include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsinfer::runtime {
@@ -42,6 +43,8 @@ struct EngineConfig {
   // decoding sequences' inputs are placeholders that the device resolves. Off: each step's tokens
   // are collected before the next is planned (SGLang's --disable-overlap-schedule).
   bool overlap_schedule = true;
+  // Speculative decoding with the model's MTP modules (speculative.h); off unless num_tokens > 0.
+  SpeculativeConfig speculative;
 };
 
 // A request the engine refuses outright (the server answers 400 with `param`).

@@ -57,10 +57,15 @@ struct PreparedStep {
   model::ForwardBatch batch;
   std::vector<ScheduledWork> work;
   std::vector<EngineSequence*> sampling;  // in logits-row order
-  backend::SamplingBatch sampling_rows;   // one row per entry of `sampling`, same order
-  // Once launched: where each sampling row's token goes in its sequence's tokens (a placeholder
+  // The rows of each entry of `sampling`: one, or 1 + its drafts under speculative decoding.
+  std::vector<int32_t> first_row;          // [sampling.size() + 1]
+  backend::SamplingBatch sampling_rows;   // first_row.back() rows, in the same order
+  // Once launched: where each sampled sequence's first token goes in its tokens (a placeholder
   // until the step is collected).
   std::vector<int64_t> token_index;
+  // Speculative decoding: what the executor is told (prepare) and what it answered (launch).
+  std::optional<SpeculativeStep> speculative;
+  std::optional<SpeculativeResult> speculated;
   // A row whose next step needs this step's token on the host (its penalties' history): the next
   // step is planned only after this one is collected.
   bool next_needs_tokens = false;
@@ -77,6 +82,7 @@ struct PreparedStep {
 // What the device's part of a step gives back.
 struct SampledTokens {
   std::vector<int32_t> tokens;         // one per sampling row
+  std::vector<Acceptance> accepted;    // speculative decoding: per sampled sequence
   std::vector<TokenLogprob> logprobs;  // per sampling row when any row asked for them, else empty
   std::vector<PromptLogprob> scores;   // one per scored row of the batch (prompt_logprobs)
 };
@@ -163,6 +169,9 @@ struct Engine::Impl {
 
   // Engine thread only.
   bool overlap = false;  // config.overlap_schedule and an executor that can overlap
+  // The tokenizer's reasoning markers (relaxed acceptance applies between them), or -1.
+  int32_t think_start = -1;
+  int32_t think_end = -1;
   std::optional<PreparedStep> in_flight;  // launched, not yet collected
   std::deque<std::unique_ptr<EngineSequence>> waiting;
   std::vector<std::unique_ptr<EngineSequence>> running;

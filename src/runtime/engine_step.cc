@@ -57,6 +57,7 @@ PreparedStep Engine::Impl::prepare() {
   Clock::time_point now = Clock::now();
   for (Sequence* s : reserved.preempted) {
     s->state = RequestState::kWaiting;
+    s->drafts.clear();  // the recomputed prompt drafts again
     ++preemptions;
     log_warning("request ", s->id, " preempted for lack of KV pages (it will be recomputed); ", preemptions,
                 " preemptions so far");
@@ -93,20 +94,44 @@ PreparedStep Engine::Impl::prepare() {
     page_ids += w.sequence->pages.size();
   }
   builder.reserve(reserved.work.size(), tokens, page_ids);
+  const bool speculative = config.speculative.enabled();
+  if (speculative) prepared.speculative.emplace();
+  std::vector<int32_t> piece;
   for (const ScheduledWork& w : reserved.work) {
     Sequence& s = *w.sequence;
-    bool samples = s.num_computed + w.num_tokens == static_cast<int64_t>(s.tokens.size());
-    builder.add(std::span(s.tokens).subspan(s.num_computed, w.num_tokens), static_cast<int32_t>(s.num_computed),
-                s.pages, samples ? model::LogitRows::kLast : model::LogitRows::kNone);
+    const auto known = static_cast<int64_t>(s.tokens.size());
+    // Drafts past the tokens the plan gave the sequence are dropped.
+    s.drafts.resize(std::min<size_t>(s.drafts.size(), std::max<int64_t>(0, s.num_computed + w.num_tokens - known)));
+    const bool samples = s.num_computed + w.num_tokens == known + static_cast<int64_t>(s.drafts.size());
+    std::span<const int32_t> input = std::span(s.tokens).subspan(s.num_computed, w.num_tokens);
+    if (!s.drafts.empty()) {
+      piece.assign(input.begin(), input.end() - static_cast<std::ptrdiff_t>(s.drafts.size()));
+      piece.insert(piece.end(), s.drafts.begin(), s.drafts.end());
+      input = piece;
+    }
+    builder.add(input, static_cast<int32_t>(s.num_computed), s.pages,
+                !samples ? model::LogitRows::kNone : s.drafts.empty() ? model::LogitRows::kLast : model::LogitRows::kAll);
     if (samples) prepared.sampling.push_back(&engine_sequence(s));
     if (s.scoring_prompt()) add_scored_rows(w, builder, prepared);
+    if (speculative) {
+      // The token after each row, where the host knows it: the prompt's next token.
+      for (int64_t i = 0; i < w.num_tokens; ++i) {
+        const int64_t next = s.num_computed + i + 1;
+        prepared.speculative->follow.push_back(next < known && s.drafts.empty() ? s.tokens[next]
+                                                                               : SpeculativeStep::kFollowsSample);
+      }
+    }
   }
   // What the device does to each sampled row's logits: the request's sampling options, its
   // penalty history, its logit_bias, its stop tokens banned while under min_tokens, the tokens its
   // grammar allows, and its next seeded draw.
   backend::SamplingBatch& rows = prepared.sampling_rows;
-  for (size_t row = 0; row < prepared.sampling.size(); ++row) {
-    EngineSequence* s = prepared.sampling[row];
+  prepared.first_row.assign(1, 0);
+  size_t total_rows = 0;
+  for (const EngineSequence* s : prepared.sampling) total_rows += 1 + s->drafts.size();
+  for (size_t entry = 0; entry < prepared.sampling.size(); ++entry) {
+    EngineSequence* s = prepared.sampling[entry];
+    const auto row = static_cast<size_t>(prepared.first_row.back());
     bool under_min = s->output_length() < s->options.min_tokens;
     std::span<const int32_t> banned = under_min ? std::span<const int32_t>(s->stop_ids) : std::span<const int32_t>();
     if (s->matcher) {
@@ -114,7 +139,7 @@ PreparedStep Engine::Impl::prepare() {
       // before this one was planned (next_needs_tokens).
       DSINFER_CHECK(s->unresolved == 0, "request ", s->id, ": a constrained row was planned before its last token was known");
       if (rows.bitmask_row.empty()) {
-        rows.bitmask_row.assign(prepared.sampling.size(), -1);
+        rows.bitmask_row.assign(total_rows, -1);
         if (!spare_bitmasks.empty()) {
           rows.bitmask = std::move(spare_bitmasks.back());
           spare_bitmasks.pop_back();
@@ -124,11 +149,37 @@ PreparedStep Engine::Impl::prepare() {
       add_bitmask_row(*s->matcher, rows, static_cast<int>(row), banned);
       prepared.next_needs_tokens = true;
     }
-    append_sampling_row(rows, s->options.sampling, s->sampler, s->options.logit_bias, banned,
-                        s->sampler.uniforms.next(), s->options.logprobs);
     const SamplingOptions& o = s->options.sampling;
-    if (o.repetition_penalty != 1.0f || o.frequency_penalty != 0.0f || o.presence_penalty != 0.0f)
-      prepared.next_needs_tokens = true;
+    const bool penalties = o.repetition_penalty != 1.0f || o.frequency_penalty != 0.0f || o.presence_penalty != 0.0f;
+    if (penalties) prepared.next_needs_tokens = true;
+    if (!speculative) {
+      append_sampling_row(rows, o, s->sampler, s->options.logit_bias, banned, s->sampler.uniforms.next(),
+                          s->options.logprobs);
+      prepared.first_row.push_back(static_cast<int32_t>(row + 1));
+      continue;
+    }
+    // Row j samples output position n + j with that position's draw (taken for good when the step
+    // emits it, in complete()); relaxed acceptance wants the target's top tokens inside reasoning.
+    SpeculativeStep::Sequence& verify = prepared.speculative->sequences.emplace_back();
+    verify.first_row = static_cast<int32_t>(row);
+    verify.drafts = s->drafts;
+    UniformSource draws = s->sampler.uniforms;
+    bool thinking = s->thinking;
+    for (size_t j = 0; j <= s->drafts.size(); ++j) {
+      const bool relaxed = j < s->drafts.size() && config.speculative.relaxed && thinking;
+      if (j < s->drafts.size()) {
+        verify.relaxed.push_back(relaxed);
+        if (s->drafts[j] == think_end) thinking = false;
+        if (s->drafts[j] == think_start) thinking = true;
+      }
+      append_sampling_row(rows, o, s->sampler, s->options.logit_bias, banned, draws.next(),
+                          relaxed ? std::max(s->options.logprobs, config.speculative.relaxed_topk) : s->options.logprobs);
+    }
+    prepared.first_row.push_back(static_cast<int32_t>(row + 1 + s->drafts.size()));
+    // Drafts for the next step only where its rows would be sampled as this one's: no history that
+    // changes between them (penalties, a grammar), no stop token banned (min_tokens).
+    const bool draftable = !penalties && !s->matcher && s->output_length() + 1 >= s->options.min_tokens;
+    verify.room = draftable ? s->max_length - static_cast<int64_t>(s->tokens.size()) : 0;
   }
   prepared.batch = builder.build();
   prepared.work = std::move(reserved.work);
@@ -154,7 +205,11 @@ void Engine::Impl::add_scored_rows(const ScheduledWork& work, model::BatchBuilde
 bool Engine::Impl::launch_step(PreparedStep& prepared) {
   const double start = thread_cpu_seconds();
   try {
-    executor->launch(prepared.batch, prepared.sampling_rows);
+    if (prepared.speculative) {
+      prepared.speculated = executor->run_speculative(prepared.batch, prepared.sampling_rows, *prepared.speculative);
+    } else {
+      executor->launch(prepared.batch, prepared.sampling_rows);
+    }
   } catch (const FatalDeviceError& error) {
     device_cpu_seconds += thread_cpu_seconds() - start;
     fail_engine(str_cat("the device failed and cannot run another step: ", error.what()));
@@ -179,10 +234,10 @@ bool Engine::Impl::launch_step(PreparedStep& prepared) {
   }
   for (const PreparedStep::ScoredPiece& piece : prepared.scored) piece.sequence->prompt_scored = piece.scored_after;
   prepared.token_index.resize(prepared.sampling.size());
-  for (size_t row = 0; row < prepared.sampling.size(); ++row) {
-    EngineSequence& s = *prepared.sampling[row];
-    prepared.token_index[row] = static_cast<int64_t>(s.tokens.size());
-    s.tokens.push_back(-static_cast<int32_t>(row) - 1);
+  for (size_t entry = 0; entry < prepared.sampling.size(); ++entry) {
+    EngineSequence& s = *prepared.sampling[entry];
+    prepared.token_index[entry] = static_cast<int64_t>(s.tokens.size());
+    s.tokens.push_back(-prepared.first_row[entry] - 1);
     ++s.unresolved;
   }
   return true;
@@ -190,18 +245,41 @@ bool Engine::Impl::launch_step(PreparedStep& prepared) {
 
 SampledTokens Engine::Impl::take_tokens(PreparedStep& prepared) {
   const double start = thread_cpu_seconds();
-  backend::SampledTokens device = executor->collect();
-  device_cpu_seconds += thread_cpu_seconds() - start;
   SampledTokens sampled;
-  auto rows = static_cast<int64_t>(prepared.sampling.size());
+  backend::SampledTokens device;
+  if (prepared.speculated) {
+    device = std::move(prepared.speculated->sampled);
+    sampled.accepted = std::move(prepared.speculated->accepted);
+  } else {
+    device = executor->collect();
+  }
+  device_cpu_seconds += thread_cpu_seconds() - start;
+  const int64_t rows = prepared.first_row.back();
   DSINFER_CHECK(device.tokens.numel() == rows, "the executor sampled ", device.tokens.numel(), " tokens for ", rows,
                 " rows");
   sampled.tokens.assign(device.tokens.data<int32_t>(), device.tokens.data<int32_t>() + rows);
   if (device.logprobs.defined()) {
     sampled.logprobs.resize(rows);
-    for (int64_t row = 0; row < rows; ++row)
-      if (int top_n = prepared.sampling[row]->options.logprobs; top_n >= 0)
-        sampled.logprobs[row] = row_logprobs(device, row, top_n);
+    for (size_t entry = 0; entry < prepared.sampling.size(); ++entry)
+      if (int top_n = prepared.sampling[entry]->options.logprobs; top_n >= 0)
+        for (int64_t row = prepared.first_row[entry]; row < prepared.first_row[entry + 1]; ++row)
+          sampled.logprobs[row] = row_logprobs(device, row, top_n);
+    // A draft taken by relaxed acceptance is not its row's sample: its logprob is among the row's
+    // top tokens (the row asked for the top relaxed_topk, and the draft was one of them).
+    for (size_t entry = 0; entry < sampled.accepted.size(); ++entry) {
+      const std::vector<int32_t>& tokens = sampled.accepted[entry].tokens;
+      for (size_t j = 0; j < tokens.size(); ++j) {
+        TokenLogprob& logprob = sampled.logprobs[prepared.first_row[entry] + j];
+        if (prepared.sampling[entry]->options.logprobs < 0 || logprob.token_id == tokens[j]) continue;
+        const int64_t row = prepared.first_row[entry] + static_cast<int64_t>(j);
+        const int64_t width = device.top_ids.dim(1);
+        for (int64_t i = 0; i < width; ++i)
+          if (device.top_ids.data<int32_t>()[row * width + i] == tokens[j]) {
+            logprob.token_id = tokens[j];
+            logprob.logprob = device.top_logprobs.data<float>()[row * width + i];
+          }
+      }
+    }
   }
   sampled.scores = executor->take_scores();
   DSINFER_CHECK(sampled.scores.size() == prepared.batch.scored_rows.size(), "prompt_logprobs: the executor scored ",
@@ -244,48 +322,79 @@ void Engine::Impl::complete(PreparedStep& prepared, SampledTokens& sampled) {
   }
   if (prepared.sampling.empty()) return;
   Clock::time_point now = Clock::now();
-  for (size_t row = 0; row < prepared.sampling.size(); ++row) {
-    EngineSequence& s = *prepared.sampling[row];
-    if (s.state >= RequestState::kFinished) continue;  // ended while the step ran: its token is dropped
-    int32_t token = sampled.tokens[row];
-    const int64_t index = prepared.token_index[row];
-    s.tokens[index] = token;
-    --s.unresolved;
-    if (s.matcher && !s.matcher->accept(token)) {
-      fail(s, str_cat("structured output: the sampled token ", token, " is not allowed by the grammar (",
-                      s.options.constraint->grammar->description(), ")"));
-      continue;
+  for (size_t entry = 0; entry < prepared.sampling.size(); ++entry) {
+    EngineSequence& s = *prepared.sampling[entry];
+    if (s.state >= RequestState::kFinished) continue;  // ended while the step ran: its tokens are dropped
+    const int32_t first_row = prepared.first_row[entry];
+    // Speculative decoding: the drafts it kept and the token after them; the cache rows of the
+    // others are rolled back (launch_step counted them computed), and the next drafts wait.
+    std::span<const int32_t> tokens(&sampled.tokens[first_row], 1);
+    if (!sampled.accepted.empty()) {
+      const Acceptance& accepted = sampled.accepted[entry];
+      const auto drafts = static_cast<int64_t>(s.drafts.size());
+      tokens = accepted.tokens;
+      s.num_computed -= drafts - accepted.accepted;
+      s.sampler.uniforms.skip(tokens.size());
+      if (drafts > 0) {
+        ++metrics.spec_decode_drafts;
+        metrics.spec_decode_draft_tokens += drafts;
+        metrics.spec_decode_accepted_tokens += accepted.accepted;
+        for (int p = 0; p < accepted.accepted && p < Metrics::kMaxDraftPositions; ++p)
+          ++metrics.spec_decode_accepted_per_position[p];
+      }
+      s.drafts = std::move(prepared.speculated->drafts[entry]);
     }
-    const int64_t produced = index + 1 - s.prompt_length;  // output tokens up to this one
-    // Every prompt row scored exactly once by now; anything else is a bug, which fails the request
-    // rather than showing the client shifted or missing rows.
-    if (produced == 1 && s.options.prompt_logprobs >= 0 &&
-        static_cast<int64_t>(s.prompt_logprobs.size()) != s.prompt_length - 1) {
-      fail(s, str_cat("prompt_logprobs: ", s.prompt_logprobs.size(), " rows were scored for a prompt of ",
-                      s.prompt_length, " tokens"));
-      continue;
+    for (size_t j = 0; j < tokens.size(); ++j) {
+      const int32_t token = tokens[j];
+      const int64_t row = first_row + static_cast<int64_t>(j);
+      const int64_t index = prepared.token_index[entry] + static_cast<int64_t>(j);
+      if (j == 0) {
+        s.tokens[index] = token;
+        --s.unresolved;
+      } else {
+        s.tokens.push_back(token);
+      }
+      if (token == think_start) s.thinking = true;
+      if (token == think_end) s.thinking = false;
+      if (s.matcher && !s.matcher->accept(token)) {
+        fail(s, str_cat("structured output: the sampled token ", token, " is not allowed by the grammar (",
+                        s.options.constraint->grammar->description(), ")"));
+        break;
+      }
+      const int64_t produced = index + 1 - s.prompt_length;  // output tokens up to this one
+      // Every prompt row scored exactly once by now; anything else is a bug, which fails the request
+      // rather than showing the client shifted or missing rows.
+      if (produced == 1 && s.options.prompt_logprobs >= 0 &&
+          static_cast<int64_t>(s.prompt_logprobs.size()) != s.prompt_length - 1) {
+        fail(s, str_cat("prompt_logprobs: ", s.prompt_logprobs.size(), " rows were scored for a prompt of ",
+                        s.prompt_length, " tokens"));
+        break;
+      }
+      ++metrics.generation_tokens;
+      record_token(s.sampler, s.options.sampling, token);
+      if (s.state == RequestState::kPrefilling) s.state = RequestState::kDecoding;  // not if preempted since
+      if (produced == 1) {
+        s.ttft_seconds = seconds_between(s.arrival, now);
+        metrics.time_to_first_token.observe(s.ttft_seconds);
+      } else if (j == 0) {  // a step's tokens arrive together: one latency per step, as vLLM counts it
+        metrics.inter_token_latency.observe(seconds_between(s.last_token_time, now));
+      }
+      s.last_token_time = now;
+      OutputEvent& event = emit(s);
+      event.token = token;
+      if (s.options.logprobs >= 0) detail_of(event).logprob = std::move(sampled.logprobs[row]);
+      if (produced == 1) detail_of(event).cached_tokens = s.cached_tokens;
+      if (produced == 1 && s.options.prompt_logprobs >= 0)
+        detail_of(event).prompt_logprobs = std::move(s.prompt_logprobs);
+      bool at_limit = index + 1 >= s.max_length;
+      FinishReason reason = token_finish(s.stop_ids, s.options.min_tokens, token, produced, at_limit);
+      // A grammar that has ended (a stop token where it may end) ends the request, whatever else.
+      if (s.matcher && s.matcher->is_terminated()) reason = FinishReason::kStop;
+      if (reason != FinishReason::kNone) {
+        finish(s, reason, event, produced);
+        break;
+      }
     }
-    ++metrics.generation_tokens;
-    record_token(s.sampler, s.options.sampling, token);
-    if (s.state == RequestState::kPrefilling) s.state = RequestState::kDecoding;  // not if preempted since
-    if (produced == 1) {
-      s.ttft_seconds = seconds_between(s.arrival, now);
-      metrics.time_to_first_token.observe(s.ttft_seconds);
-    } else {
-      metrics.inter_token_latency.observe(seconds_between(s.last_token_time, now));
-    }
-    s.last_token_time = now;
-    OutputEvent& event = emit(s);
-    event.token = token;
-    if (s.options.logprobs >= 0) detail_of(event).logprob = std::move(sampled.logprobs[row]);
-    if (produced == 1) detail_of(event).cached_tokens = s.cached_tokens;
-    if (produced == 1 && s.options.prompt_logprobs >= 0)
-      detail_of(event).prompt_logprobs = std::move(s.prompt_logprobs);
-    bool at_limit = index + 1 >= s.max_length;
-    FinishReason reason = token_finish(s.stop_ids, s.options.min_tokens, token, produced, at_limit);
-    // A grammar that has ended (a stop token where it may end) ends the request, whatever else.
-    if (s.matcher && s.matcher->is_terminated()) reason = FinishReason::kStop;
-    if (reason != FinishReason::kNone) finish(s, reason, event, produced);
   }
 }
 

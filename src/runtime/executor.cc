@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "model/decode_graphs.h"
+#include "runtime/mtp_drafter.h"
 #include "runtime/prompt_scores.h"
 
 namespace dsinfer::runtime {
@@ -20,6 +21,7 @@ class ModelExecutor final : public StepExecutor {
       : model_(model), pages_(pages), cache_(model.make_cache(pages + executor_scratch_pages(options.cuda_graph_max_batch))),
         graph_options_{options.cuda_graph_max_batch, static_cast<int32_t>(pages)} {
     if (options.cuda_graph_max_batch > 0) graphs_ = std::make_unique<model::DecodeGraphs>(model, cache_, graph_options_);
+    if (options.speculative.enabled()) drafter_ = std::make_unique<MtpDrafter>(model, cache_, options.speculative);
   }
 
   backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
@@ -58,6 +60,22 @@ class ModelExecutor final : public StepExecutor {
     return oldest.tokens->wait();
   }
 
+  bool can_draft() const override { return drafter_ != nullptr; }
+
+  // Eager (a graph keeps its hidden states to itself, and the module needs them), and waited for:
+  // the drafts depend on what the step accepts.
+  SpeculativeResult run_speculative(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling,
+                                    const SpeculativeStep& step) override {
+    DSINFER_CHECK(drafter_, "this executor was made without speculative decoding");
+    DSINFER_CHECK(launched_.empty(), "a speculative step runs alone, but ", launched_.size(),
+                  " steps are in flight");
+    model::ForwardResult result = model_.forward_on_device(batch, cache_);
+    backend::SampledTokens sampled = model_.backend().sample_tokens(result.logits, sampling);
+    collected_scores_ = batch.scored_rows.empty() ? std::vector<PromptLogprob>{}
+                                                  : score_rows(model_, result.hidden, batch.scored_rows);
+    return drafter_->draft(batch, result.hidden, std::move(sampled), step);
+  }
+
   std::vector<PromptLogprob> take_scores() override { return std::exchange(collected_scores_, {}); }
   int64_t graph_steps() const override { return earlier_replays_ + (graphs_ ? graphs_->replays() : 0); }
   void recapture_graphs() override {
@@ -82,6 +100,7 @@ class ModelExecutor final : public StepExecutor {
   model::LatentCache cache_;
   model::DecodeGraphOptions graph_options_;
   std::unique_ptr<model::DecodeGraphs> graphs_;
+  std::unique_ptr<MtpDrafter> drafter_;  // with speculative decoding
   int64_t earlier_replays_ = 0;  // of graphs captured before the current ones
   struct Launched {
     std::unique_ptr<backend::PendingTokens> tokens;
@@ -98,6 +117,11 @@ void StepExecutor::launch(const model::ForwardBatch& batch, const backend::Sampl
   DSINFER_CHECK(ran_.size() < kMaxLaunchedSteps, "at most ", kMaxLaunchedSteps,
                 " steps may be launched and not collected");
   ran_.push_back(run(batch, sampling));
+}
+
+SpeculativeResult StepExecutor::run_speculative(const model::ForwardBatch&, const backend::SamplingBatch&,
+                                                const SpeculativeStep&) {
+  throw Error("this executor cannot draft tokens (speculative decoding needs the model's MTP modules)");
 }
 
 backend::SampledTokens StepExecutor::collect() {

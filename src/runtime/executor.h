@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "model/deepseek_model.h"
 #include "runtime/request.h"
+#include "runtime/speculative.h"
 
 namespace dsinfer::runtime {
 
@@ -23,6 +24,31 @@ inline int64_t served_context(int64_t requested, int64_t model_limit) {
 // Steps launched and not collected at most (StepExecutor::launch): the one the device runs and the
 // one queued behind it.
 inline constexpr size_t kMaxLaunchedSteps = 2;
+
+// Speculative decoding (speculative.h): what the engine tells the executor about a step's sampled
+// sequences, and what it gets back.
+struct SpeculativeStep {
+  // The token after each token row of the batch, or kFollowsSample where it is the token the step
+  // emits at that row (a sampled piece's last row, every row of a piece with drafts): what the MTP
+  // module takes with the row's hidden state.
+  static constexpr int32_t kFollowsSample = -1;
+  std::vector<int32_t> follow;  // [T]
+  struct Sequence {
+    int32_t first_row = 0;        // its first sampling row: it has 1 + drafts.size() rows from there
+    std::vector<int32_t> drafts;  // verified by this step (they follow its last token in the batch)
+    std::vector<uint8_t> relaxed; // per draft: relaxed acceptance applies there (a reasoning section)
+    // Tokens it may still gain, this step's included (max_length - its tokens); 0: draft nothing
+    // for the next step (the request's rows cannot take drafts: penalties, grammars, min_tokens).
+    int64_t room = 0;
+  };
+  std::vector<Sequence> sequences;  // in sampling-row order
+};
+
+struct SpeculativeResult {
+  backend::SampledTokens sampled;            // every sampling row's token (and logprobs)
+  std::vector<Acceptance> accepted;          // per sequence: what it keeps of its drafts and gains
+  std::vector<std::vector<int32_t>> drafts;  // per sequence: the next step's drafts
+};
 
 class StepExecutor {
  public:
@@ -47,6 +73,14 @@ class StepExecutor {
   // returned last, one per row in their order (prompt_scores.h). An executor that cannot score
   // (the tests' stand-in models) returns none, and the engine fails the step that asked.
   virtual std::vector<PromptLogprob> take_scores() { return {}; }
+  // Speculative decoding: whether run_speculative works (the model with its MTP modules, and
+  // ExecutorOptions::speculative on).
+  virtual bool can_draft() const { return false; }
+  // One speculative step, run to its end (never overlapped): the batch, every sampling row sampled,
+  // each sequence's drafts accepted or not, and the next drafts made by the MTP module from the
+  // tokens the step emits. The default throws: this executor cannot draft.
+  virtual SpeculativeResult run_speculative(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling,
+                                            const SpeculativeStep& step);
   // Steps that replayed a decode graph so far (on a sharded model: on the rank that replayed most).
   virtual int64_t graph_steps() const { return 0; }
   // Captures the decode graphs anew, with no step running on the device: the weights they read
@@ -69,6 +103,8 @@ struct ExecutorOptions {
   // Decode steps of up to this many sequences replay CUDA graphs (model/decode_graphs.h) on a
   // backend that has them; 0: every step runs eagerly.
   int cuda_graph_max_batch = 0;
+  // Speculative decoding with the model's MTP modules (on when num_tokens > 0).
+  SpeculativeConfig speculative;
 };
 
 // Cache pages beyond the pool that the executor keeps: with graphs, one scratch page that no

@@ -52,6 +52,15 @@ struct Metrics {
   Histogram request_decode_time;        // seconds from the first token to the last
   Histogram iteration_tokens;           // tokens per engine step (prompt chunks and decode tokens)
 
+  // Speculative decoding (speculative.h), vLLM's spec_decode counters: drafts proposed (one per
+  // sequence-step that carried any), draft tokens, accepted draft tokens, and accepted tokens by
+  // draft position (1-based position p at index p - 1).
+  static constexpr int kMaxDraftPositions = 3;
+  std::atomic<uint64_t> spec_decode_drafts{0};
+  std::atomic<uint64_t> spec_decode_draft_tokens{0};
+  std::atomic<uint64_t> spec_decode_accepted_tokens{0};
+  std::atomic<uint64_t> spec_decode_accepted_per_position[kMaxDraftPositions] = {};
+
   // A request ended: its token counts, and its prefill and decode times when it was scheduled and
   // produced a token. Times are seconds since its arrival; a negative one did not happen.
   void observe_finished_request(int64_t prompt_tokens, int64_t generation_tokens, double scheduled_seconds,

@@ -33,6 +33,12 @@ struct Sequence {
   // still refer to this sequence (it is deleted only when none does).
   int64_t unresolved = 0;
   int steps_in_flight = 0;
+  // Speculative decoding (speculative.h): the drafts the next step verifies after the last token
+  // (made by the step that produced it), and the cache slots past a step's tokens that the step may
+  // write (the MTP module's chained drafts), which pages are reserved for.
+  std::vector<int32_t> drafts;
+  int64_t reserve_ahead = 0;
+  bool thinking = false;  // inside a reasoning section after the known tokens (relaxed acceptance)
 
   SamplerState sampler;
   std::unique_ptr<StopChecker> stop;
@@ -51,8 +57,10 @@ struct Sequence {
   int64_t known_output_length() const { return output_length() - unresolved; }
   // A placeholder stands for its last token: nothing is left to run through the model.
   bool awaiting_last_token() const { return unresolved > 0 && static_cast<int64_t>(tokens.size()) >= max_length; }
-  // Tokens still to run through the model before the next token can be sampled.
-  int64_t pending_tokens() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
+  // Tokens still to run through the model before the next token can be sampled (drafts included).
+  int64_t pending_tokens() const {
+    return static_cast<int64_t>(tokens.size() + drafts.size()) - num_computed;
+  }
   bool prefilling() const { return num_computed + 1 < static_cast<int64_t>(tokens.size()); }
   // prompt_logprobs asked for and some prompt row still to score: the prefix cache must not skip it.
   bool scoring_prompt() const { return options.prompt_logprobs >= 0 && prompt_scored < prompt_length - 1; }

@@ -1,6 +1,7 @@
 // Seeded uniform draws for sampling, the same on every machine.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dsinfer::runtime {
@@ -20,6 +21,9 @@ class UniformSource {
     }
   }
   float next() { return static_cast<float>(next_u64() >> 40) * 0x1p-24f; }
+  void skip(size_t draws) {
+    for (size_t i = 0; i < draws; ++i) next_u64();
+  }
 
  private:
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
