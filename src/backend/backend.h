@@ -85,6 +85,10 @@ enum class WeightFormat : uint8_t {
 };
 inline constexpr int64_t kWeightBlock = 128;
 
+// What a weight is for (Backend::supports_weight_format): a linear layer, or a routed-expert stack of
+// moe_experts.
+enum class WeightUse : uint8_t { kLinear, kExperts };
+
 // A linear layer's weight, [N, K] (y = x W^T), or a stack of E of them, [E, N, K].
 //   kDense: data f32 or bf16 [N, K].
 //   kFp8Block: data f8e4m3 [N, K], scale f32 [ceil(N / 128), ceil(K / 128)].
@@ -278,9 +282,11 @@ class Backend {
   // Whether the cache ops take a latent cache of this dtype (cache_layout.h's formats): the compute
   // dtype everywhere; the CPU, the reference, also takes the FP8 formats.
   virtual bool supports_cache_dtype(DType dtype) const { return dtype == compute_dtype(); }
-  // Whether linear and moe_experts take weights of this format: dense and FP8 blocks everywhere; the
-  // CPU, the reference, also takes W4A8.
-  virtual bool supports_weight_format(WeightFormat format) const { return format != WeightFormat::kW4A8; }
+  // Whether linear (kLinear) or moe_experts (kExperts) takes weights of this format: dense and FP8
+  // blocks everywhere; W4A8 on the CPU, the reference, for both, and on the GPU for routed experts only.
+  virtual bool supports_weight_format(WeightFormat format, WeightUse use) const {
+    return format != WeightFormat::kW4A8;
+  }
 
   // Starts a forward pass: the host arrays every layer reads. A device backend uploads them all with
   // one async copy from pinned staging and plans per-step work (split-KV) here, not once per layer;

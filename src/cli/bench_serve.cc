@@ -1,6 +1,6 @@
 // dsinfer bench serve: the load generator, against any OpenAI-compatible server. Flags are those of
 // `vllm bench serve` where it has one; the parts (workload, SSE, metrics, the HTTP driver, the
-// max-QPM search) live in src/loadgen/.
+// max-QPM search, the server's speculative decoding counters) live in src/loadgen/.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +20,7 @@
 #include "loadgen/max_qpm_search.h"
 #include "loadgen/report.h"
 #include "loadgen/request_metrics.h"
+#include "loadgen/spec_decode_stats.h"
 #include "loadgen/workload.h"
 #include "http/http.h"
 #include "tokenizer/tokenizer.h"
@@ -157,6 +158,11 @@ struct Benchmark {
   loadgen::RunMetrics metrics(const loadgen::LoadResult& result) const {
     return loadgen::compute_metrics(result.records, result.duration_s, slo);
   }
+  // The server's speculative decoding counters now; null without them (no drafting, no /metrics).
+  std::optional<loadgen::SpecDecodeCounters> spec_decode_counters() const {
+    const std::optional<std::string> text = loadgen::fetch_metrics_text(target);
+    return text ? loadgen::parse_spec_decode_counters(*text) : std::nullopt;
+  }
   bool has_slo() const { return slo.ttft_ms || slo.tpot_ms; }
 };
 
@@ -204,12 +210,16 @@ void check_endpoint(const Benchmark& benchmark) {
 }
 
 Json run_once(const Benchmark& benchmark, bool detailed) {
+  const std::optional<loadgen::SpecDecodeCounters> spec_before = benchmark.spec_decode_counters();
   const loadgen::LoadResult run = benchmark.run(benchmark.prompts(0), benchmark.load);
+  const std::optional<loadgen::SpecDecodeStats> spec =
+      loadgen::spec_decode_stats(spec_before, benchmark.spec_decode_counters());
   const loadgen::RunMetrics metrics = benchmark.metrics(run);
   const loadgen::RunSetting setting{benchmark.load.request_rate, benchmark.load.max_concurrency, benchmark.has_slo()};
-  std::fputs(loadgen::summary_table(metrics, setting).c_str(), stdout);
+  std::fputs(loadgen::summary_table(metrics, setting, spec).c_str(), stdout);
   Json result;
   result["figures"] = loadgen::figures_json(metrics, benchmark.has_slo());
+  if (spec) loadgen::add_spec_decode_figures(result["figures"], *spec);
   if (detailed) result["per_request"] = loadgen::per_request_json(run.records);
   return result;
 }
@@ -229,10 +239,18 @@ Json run_search(const Benchmark& benchmark, int max_probes) {
     std::fflush(stdout);
     return metrics;
   };
+  const std::optional<loadgen::SpecDecodeCounters> spec_before = benchmark.spec_decode_counters();
   const loadgen::SearchResult search = loadgen::find_max_qpm(run_probe, options);
+  const std::optional<loadgen::SpecDecodeStats> spec =
+      loadgen::spec_decode_stats(spec_before, benchmark.spec_decode_counters());
   std::fputs(loadgen::search_table(search, options.slo_tpot_ms).c_str(), stdout);
   Json figures = loadgen::search_json(search, options.slo_tpot_ms);
   if (search.best) figures["best_probe"] = loadgen::figures_json(search.best->metrics, true);
+  if (spec) {
+    // Over every probe of the search: acceptance depends on the text, not on the request rate.
+    std::fputs(loadgen::spec_decode_table(*spec).c_str(), stdout);
+    loadgen::add_spec_decode_figures(figures, *spec);
+  }
   Json result;
   result["figures"] = figures;
   return result;

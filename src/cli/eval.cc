@@ -9,6 +9,7 @@
 #include "cli/model_files.h"
 #include "cli/parallel_flags.h"
 #include "cli/served_model.h"
+#include "cli/speculative_flags.h"
 #include "cli/verbs.h"
 #include "core/json.h"
 #include "runtime/evaluation.h"
@@ -73,6 +74,7 @@ int run_eval(int argc, char** argv) {
   flags.add_string("device", "DEVICE", "where to run: cpu, cuda or cuda:N", false, "cpu");
   add_parallel_flags(flags);
   add_kv_cache_dtype_flag(flags);
+  add_speculative_flags(flags);
   flags.add_bool("json", "print the result as JSON");
   if (!flags.parse(argc, argv)) return 0;
   std::string dir = flags.get_string("model"), task = flags.get_string("task");
@@ -83,6 +85,11 @@ int run_eval(int argc, char** argv) {
   DSINFER_CHECK(task == "kl" || !flags.has("reference-model"), "--reference-model is for --task kl");
   DSINFER_CHECK(task != "kl" || flags.has("reference-model"),
                 "--task kl compares with --reference-model DIR: give one (--task kv_kl compares cache dtypes)");
+  const bool engine_task = task != "mtp" && task != "kv_kl" && task != "kl";
+  const bool speculative = speculative_request(flags).requested;  // refuses bad flags before anything loads
+  DSINFER_CHECK(engine_task || !speculative, "--task ", task,
+                " scores the model's distributions directly, without the engine's drafts: leave out the speculative "
+                "flags (they apply to the tasks run through the engine)");
 
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
   model::ModelOptions options;
@@ -140,11 +147,17 @@ int run_eval(int argc, char** argv) {
     out["accuracy"] = result.accuracy();
     out["seconds"] = result.seconds;
     out["generated_tokens_per_s"] = result.seconds > 0 ? result.generated_tokens / result.seconds : 0.0;
+    if (served->speculative().enabled()) {
+      out["speculative_config"] = Json::parse(served->speculative().describe());
+      out["mean_acceptance_length"] = mean_acceptance_length(engine->metrics());
+    }
     if (!flags.get_bool("json")) {
       std::printf("%s: %ld/%ld correct, exact-match accuracy %.4f (%.1f s, %.0f generated tokens/s)\n", task.c_str(),
                   static_cast<long>(result.correct), static_cast<long>(result.problems), result.accuracy(),
                   result.seconds, result.seconds > 0 ? result.generated_tokens / result.seconds : 0.0);
       for (const std::string& failure : result.failures) std::printf("  wrong: %s\n", failure.c_str());
+      if (std::string drafts = acceptance_summary(engine->metrics()); !drafts.empty())
+        std::printf("%s\n", drafts.c_str());
     }
   }
   if (flags.get_bool("json")) std::printf("%s\n", out.dump().c_str());

@@ -7,6 +7,7 @@
 #include "cli/model_files.h"
 #include "cli/parallel_flags.h"
 #include "cli/served_model.h"
+#include "cli/speculative_flags.h"
 #include "cli/verbs.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -36,6 +37,7 @@ Flags generate_flags() {
   flags.add_string("device", "DEVICE", "where to run: cpu, cuda or cuda:N", false, "cpu");
   add_model_flags(flags);
   add_parallel_flags(flags);
+  add_speculative_flags(flags);
   flags.add_bool("json", "print {prompt_ids, output_ids, text, finish_reason} as JSON");
   flags.add_string("prompt-logits", "FILE.npy", "write the logits at every prompt position, float32 [prompt, vocab]");
   return flags;
@@ -94,6 +96,7 @@ int run_generate(int argc, char** argv) {
   DSINFER_CHECK(temperature >= 0, "--temperature must not be negative");
   DSINFER_CHECK(top_p > 0 && top_p <= 1, "--top-p must be in (0, 1]");
   DSINFER_CHECK(flags.get_int("top-k") >= 0, "--top-k must not be negative");
+  speculative_request(flags);  // refuses bad speculative flags before anything loads
 
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_dir(dir);
   std::vector<int32_t> prompt = prompt_ids(flags, tokenizer, dir);
@@ -120,6 +123,7 @@ int run_generate(int argc, char** argv) {
   double decode_rate = result.decode_seconds > 0 ? (result.tokens.size() - 1) / result.decode_seconds : 0;
   log_info("prompt ", prompt.size(), " tokens in ", result.first_token_seconds, " s; ", result.tokens.size(),
            " new tokens, decode ", decode_rate, " tokens/s");
+  if (std::string drafts = acceptance_summary(engine->metrics()); !drafts.empty()) log_info(drafts);
   if (flags.get_bool("json")) {
     Json out;
     out["prompt_ids"] = Json::array();

@@ -1,11 +1,10 @@
 #include "cli/serve_flags.h"
 
-#include "cli/parallel_flags.h"
-
 #include <limits>
 
 #include "cli/model_files.h"
 #include "cli/parallel_flags.h"
+#include "cli/speculative_flags.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/strings.h"
@@ -68,9 +67,9 @@ Flags serve_flags() {
   flags.add_bool("trust-remote-code", "no effect: dsinfer runs no code from the model directory");
   flags.add_string("dtype", "DTYPE", "auto or bfloat16, no effect: the GPU computes in bfloat16, the CPU in "
                    "float32 (other values are refused)", false, "auto");
-  // Features of later issues: refused with the issue's number unless they ask for what is here.
+  // Shared with generate and eval: the parallel layout and speculative decoding.
   add_parallel_flags(flags);
-  flags.add_string("speculative-config", "JSON", "refused: speculative decoding (MTP) arrives with issue 10");
+  add_speculative_flags(flags);
 
   // Ranges, refused while parsing (CLI11's message names the flag). serve.cc checks what needs more
   // than a range (a positive --kv-cache-gb, --max-model-len against the model).
@@ -101,8 +100,7 @@ void check_serve_flags(const Flags& flags) {
                 "bfloat16 on the GPU and float32 on the CPU; give auto or bfloat16 (or leave it out)");
   kv_cache_format(flags);  // refuses the unknown before anything loads
   expert_balance(flags, parallel_config(flags));
-  DSINFER_CHECK(!flags.has("speculative-config"),
-                "--speculative-config is not supported yet: speculative decoding (MTP) arrives with issue 10");
+  speculative_request(flags);
 }
 
 bool reasoning_enabled(const Flags& flags) {

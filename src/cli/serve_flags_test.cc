@@ -9,6 +9,7 @@
 
 #include "cli/model_files.h"
 #include "cli/parallel_flags.h"
+#include "cli/speculative_flags.h"
 #include "core/error.h"
 
 namespace dsinfer::cli {
@@ -57,8 +58,19 @@ TEST(ServeFlags, VllmAndSglangSpellingsAreAccepted) {
   EXPECT_TRUE(prefix_caching_enabled(plain));
 }
 
-TEST(ServeFlags, FeaturesOfLaterIssuesAreRefusedWithTheIssue) {
-  EXPECT_NE(refusal({"/m", "--speculative-config", R"({"method": "mtp"})"}).find("issue 10"), std::string::npos);
+// Speculative decoding in both servers' spellings (speculative_flags_test.cc has the rest).
+TEST(ServeFlags, SpeculativeDecodingTakesVllmsAndSglangsSpellings) {
+  const Flags vllm = parsed({"/m", "--speculative-config", R"({"method": "mtp", "num_speculative_tokens": 2})"});
+  EXPECT_EQ(speculative_request(vllm).config.num_tokens, 2);
+  EXPECT_EQ(speculative_request(parsed({"/m", "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "1"}))
+                .config.num_tokens,
+            1);
+  EXPECT_FALSE(speculative_request(parsed({"/m"})).requested);
+  EXPECT_NE(refusal({"/m", "--speculative-config", R"({"method": "ngram", "num_speculative_tokens": 2})"})
+                .find("method \"ngram\" is not supported"),
+            std::string::npos);
+  EXPECT_NE(refusal({"/m", "--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "4"}).find("tree drafting"),
+            std::string::npos);
 }
 
 // vLLM's spellings of the FP8 caches parse (the model refuses them on a backend without them); a
@@ -141,7 +153,7 @@ TEST(ServeFlags, RequestsAreLoggedUnlessDisableLogRequestsIsGiven) {
 TEST(ServeFlags, HelpSaysWhatHasNoEffectAndWhichIssueBringsTheRest) {
   std::string help = serve_flags().help();
   for (const char* expected : {"--model,--model-path DIR", "--gpu-memory-utilization,--mem-fraction-static X",
-                               "--tensor-parallel-size,--tp,--tp-size N", "no effect", "issue 9", "issue 10",
+                               "--tensor-parallel-size,--tp,--tp-size N", "no effect", "issue 9", "--speculative-config",
                                "--enable-dp-attention", "VLLM_API_KEY", "DSINFER_API_KEY wins", "[0, 65535]"})
     EXPECT_NE(help.find(expected), std::string::npos) << expected;
 }

@@ -133,6 +133,15 @@ std::string first_served_model(const Target& target) {
   return data->at(0).find("id")->as_string();
 }
 
+std::optional<std::string> fetch_metrics_text(const Target& target) {
+  server::HttpClient client;
+  server::HttpCall call = call_to(target, "GET", "/metrics");
+  call.timeout_seconds = 30;
+  server::HttpClientResponse response = client.fetch(call);
+  if (!response.error.empty() || response.status != 200) return std::nullopt;
+  return std::move(response.body);
+}
+
 std::string request_body(const Target& target, const Prompt& prompt, bool ignore_eos) {
   Json body;
   body["model"] = target.model;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ bool is_chat(const Target& target);  // the endpoint takes messages rather than 
 // The first model of GET {base}/v1/models, as vLLM picks one when --model is not given. Throws
 // dsinfer::Error saying what went wrong (no server, an error status, no models).
 std::string first_served_model(const Target& target);
+
+// The body of GET {base}/metrics (Prometheus text), or null when the server has none to give (a
+// transport error or a status other than 200: not every OpenAI-compatible server exports metrics).
+std::optional<std::string> fetch_metrics_text(const Target& target);
 
 // The JSON body of one streamed request: the prompt (token ids, or text: a user message for chat),
 // max_tokens = the prompt's output length, and with ignore_eos also min_tokens = max_tokens, so

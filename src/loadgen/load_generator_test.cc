@@ -16,13 +16,16 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "http/http.h"
+#include "loadgen/spec_decode_stats.h"
 
 namespace dsinfer::loadgen {
 namespace {
 
 using namespace std::chrono_literals;
 
-enum class Behaviour { kStream, kNoDone, kRejectPrompt };
+// kSpecDecodeMetrics streams as kStream and answers GET /metrics with spec_decode counters that
+// grow with the tokens streamed (without it, /metrics is a 404).
+enum class Behaviour { kStream, kNoDone, kRejectPrompt, kSpecDecodeMetrics };
 
 // Streams max_tokens chunks of one word each, `gap` apart, then a finish chunk, the usage chunk
 // and [DONE], as OpenAI does. Chat answers start with the role chunk at once.
@@ -61,6 +64,10 @@ class FakeOpenAI {
     if (request.method == "GET" && request.path() == "/v1/models") {
       return responder->respond(200, "application/json", R"({"object":"list","data":[{"id":"fake-model"}]})");
     }
+    if (request.method == "GET" && request.path() == "/metrics") {
+      if (behaviour_ != Behaviour::kSpecDecodeMetrics) return responder->respond(404, "text/plain", "not found");
+      return responder->respond(200, "text/plain; version=0.0.4", spec_decode_metrics());
+    }
     if (behaviour_ == Behaviour::kRejectPrompt) {
       return responder->respond(400, "application/json", R"({"error":{"message":"bad prompt","code":400}})");
     }
@@ -84,9 +91,24 @@ class FakeOpenAI {
     end += str_cat("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":", prompt_tokens,
                    ",\"completion_tokens\":", tokens, ",\"total_tokens\":", prompt_tokens + tokens, "}}\n\n");
     if (behaviour_ != Behaviour::kNoDone) end += "data: [DONE]\n\n";
+    tokens_streamed_ += tokens;
     --in_flight_;  // before the end goes out, so that a client's next request never overlaps it here
     responder->send_chunk(end);
     responder->finish_stream();
+  }
+
+  // A server drafting 2 tokens a step for every token it streams, accepting 3 of 4 at the first
+  // position and 1 of 4 at the second, after 40 drafts of its own before any test request.
+  std::string spec_decode_metrics() const {
+    const int64_t drafts = 40 + tokens_streamed_;
+    const std::string labels = "{model_name=\"fake-model\"";
+    const std::string per_position = "vllm:spec_decode_num_accepted_tokens_per_pos_total" + labels;
+    return str_cat("# TYPE vllm:spec_decode_num_drafts_total counter\n",
+                   "vllm:spec_decode_num_drafts_total", labels, "} ", drafts, "\n",
+                   "vllm:spec_decode_num_draft_tokens_total", labels, "} ", 2 * drafts, "\n",
+                   "vllm:spec_decode_num_accepted_tokens_total", labels, "} ", drafts, "\n",
+                   per_position, ",position=\"0\"} ", drafts * 3 / 4, "\n",
+                   per_position, ",position=\"1\"} ", drafts / 4, "\n");
   }
 
   static std::string chunk(bool chat, std::string_view content) {
@@ -98,6 +120,7 @@ class FakeOpenAI {
   const Behaviour behaviour_;
   std::atomic<int> in_flight_{0};
   std::atomic<int> most_in_flight_{0};
+  std::atomic<int64_t> tokens_streamed_{0};
   std::mutex mutex_;
   std::vector<std::thread> streams_;
   server::HttpServer server_;  // last: built after what its handler uses, destroyed first
@@ -185,6 +208,36 @@ TEST(LoadGeneratorTest, ErrorStatusFailsWithTheServersMessage) {
     EXPECT_FALSE(record.success);
     EXPECT_EQ(record.error, "HTTP 400: bad prompt");
   }
+}
+
+// bench serve's reading of speculative decoding: the counters before and after a run, through the
+// server's /metrics.
+TEST(LoadGeneratorTest, SpecDecodeFiguresComeFromTheServersMetricsAroundTheRun) {
+  FakeOpenAI server(1ms, Behaviour::kSpecDecodeMetrics);
+  const std::optional<SpecDecodeCounters> before = parse_spec_decode_counters(*fetch_metrics_text(server.target()));
+  const LoadResult result = run_load(server.target(), prompts(6, 4, 8, PromptFormat::kTokenIds), quiet(3));
+  for (const RequestRecord& record : result.records) ASSERT_TRUE(record.success) << record.error;
+  const std::optional<SpecDecodeStats> stats =
+      spec_decode_stats(before, parse_spec_decode_counters(*fetch_metrics_text(server.target())));
+  ASSERT_TRUE(stats.has_value());
+  EXPECT_EQ(stats->drafts, 48);  // the run's 6 x 8 tokens, not the 40 before it
+  EXPECT_EQ(stats->draft_tokens, 96);
+  EXPECT_DOUBLE_EQ(stats->mean_acceptance_length, 2.0);
+  EXPECT_DOUBLE_EQ(stats->acceptance_rate, 0.5);
+  ASSERT_EQ(stats->acceptance_rate_per_position.size(), 2u);
+  EXPECT_DOUBLE_EQ(stats->acceptance_rate_per_position[0], 0.75);
+  EXPECT_DOUBLE_EQ(stats->acceptance_rate_per_position[1], 0.25);
+}
+
+TEST(LoadGeneratorTest, AServerWithoutMetricsGivesNoSpecDecodeFigures) {
+  FakeOpenAI server(1ms);
+  EXPECT_FALSE(fetch_metrics_text(server.target()).has_value());  // its /metrics is a 404
+  Target gone;
+  {
+    FakeOpenAI closed(1ms);
+    gone = closed.target();
+  }
+  EXPECT_FALSE(fetch_metrics_text(gone).has_value());
 }
 
 TEST(LoadGeneratorTest, NoServerFailsEveryRequest) {

@@ -47,9 +47,20 @@ void add_distribution_json(Json& out, std::string_view name, const Distribution&
   out[str_cat("p99_", name, "_ms")] = d.p99_ms;
 }
 
+void add_spec_decode_rows(std::string& out, const SpecDecodeStats& spec) {
+  add_row(out, "Acceptance rate (%):", fixed2(spec.acceptance_rate * 100));
+  add_row(out, "Mean acceptance length:", fixed2(spec.mean_acceptance_length));
+  add_row(out, "Drafts:", std::to_string(spec.drafts));
+  add_row(out, "Draft tokens:", std::to_string(spec.draft_tokens));
+  add_row(out, "Accepted tokens:", std::to_string(spec.accepted_tokens));
+  for (size_t p = 0; p < spec.acceptance_rate_per_position.size(); ++p)
+    add_row(out, str_cat("Position ", p, " acceptance rate (%):"), fixed2(spec.acceptance_rate_per_position[p] * 100));
+}
+
 }  // namespace
 
-std::string summary_table(const RunMetrics& metrics, const RunSetting& setting) {
+std::string summary_table(const RunMetrics& metrics, const RunSetting& setting,
+                          const std::optional<SpecDecodeStats>& spec) {
   std::string out = centered(" Serving Benchmark Result ", '=');
   add_row(out, "Successful requests:", std::to_string(metrics.completed));
   add_row(out, "Failed requests:", std::to_string(metrics.failed));
@@ -71,6 +82,17 @@ std::string summary_table(const RunMetrics& metrics, const RunSetting& setting) 
   add_distribution(out, "Time per Output Token (excl. 1st token)", "TPOT", metrics.tpot);
   add_distribution(out, "Inter-token Latency", "ITL", metrics.itl);
   add_distribution(out, "End-to-end Latency", "E2E", metrics.e2e);
+  if (spec) {
+    out += centered("Speculative Decoding", '-');
+    add_spec_decode_rows(out, *spec);
+  }
+  out += std::string(kTableWidth, '=') + "\n";
+  return out;
+}
+
+std::string spec_decode_table(const SpecDecodeStats& spec) {
+  std::string out = centered(" Speculative Decoding ", '=');
+  add_spec_decode_rows(out, spec);
   out += std::string(kTableWidth, '=') + "\n";
   return out;
 }
@@ -105,6 +127,17 @@ Json figures_json(const RunMetrics& metrics, bool has_slo) {
   add_distribution_json(out, "itl", metrics.itl);
   add_distribution_json(out, "e2e", metrics.e2e);
   return out;
+}
+
+void add_spec_decode_figures(Json& figures, const SpecDecodeStats& spec) {
+  figures["mean_acceptance_length"] = spec.mean_acceptance_length;
+  figures["acceptance_rate"] = spec.acceptance_rate;
+  Json per_position = Json::array();
+  for (double rate : spec.acceptance_rate_per_position) per_position.push_back(rate);
+  figures["acceptance_rate_per_position"] = per_position;
+  figures["num_drafts"] = spec.drafts;
+  figures["num_draft_tokens"] = spec.draft_tokens;
+  figures["num_accepted_tokens"] = spec.accepted_tokens;
 }
 
 Json per_request_json(std::span<const RequestRecord> records) {

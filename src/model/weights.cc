@@ -62,6 +62,14 @@ std::string scale_name(const std::string& name) { return weight_part(name, "weig
 
 uint64_t seed_of(const std::string& name) { return std::hash<std::string>{}(name); }
 
+// An int4 weight (`packed`, NAME.weight_packed) loaded as a plain linear layer, not a routed-expert
+// stack: refused at load where the backend has no such kernel (the GPU runs W4A8 as experts only).
+void expect_w4a8_linear(const backend::Backend& backend, const std::string& dir, const std::string& packed) {
+  DSINFER_CHECK(backend.supports_weight_format(backend::WeightFormat::kW4A8, backend::WeightUse::kLinear), dir, ": ",
+                packed, " is an int4 (W4A8) weight outside the routed experts, which the ", backend.name(),
+                " backend runs only as routed experts; --device cpu runs it");
+}
+
 // The shard's rows and columns of a [N, K] matrix, checked against it.
 parallel::Range rows_of(const WeightShard& shard, const Shape& full) {
   parallel::Range rows = shard.rows.value_or(parallel::Range{0, full[-2]});
@@ -149,9 +157,9 @@ backend::LinearWeight WeightLoader::host_int4_linear(const std::string& name, co
   const std::string packed_name = weight_part(name, "weight_packed"), scale_name = weight_part(name, "weight_scale");
   DSINFER_CHECK(group > 0, dir, ": ", packed_name, " is int4, but config.json has no compressed-tensors "
                 "quantization_config to give its group size (docs/w4a8.md)");
-  DSINFER_CHECK(backend_.supports_weight_format(backend::WeightFormat::kW4A8), dir, ": ", packed_name,
-                " holds int4 experts (W4A8), which the ", backend_.name(), " backend does not run yet (issue 9 brings "
-                "the GPU kernel); --device cpu runs them");
+  DSINFER_CHECK(backend_.supports_weight_format(backend::WeightFormat::kW4A8, backend::WeightUse::kExperts), dir,
+                ": ", packed_name, " holds int4 experts (W4A8), which the ", backend_.name(),
+                " backend does not run; --device cpu runs them");
   const Shape full = int4_shape(name);
   const int64_t N = full[0], K = full[1];
   const io::TensorInfo& packed = checkpoint_->info(packed_name);
@@ -329,6 +337,7 @@ backend::LinearWeight WeightLoader::linear(const std::string& name, const Weight
   if (!checkpoint_)
     return dummy_linear(shard_shape(name, shard), is_fp8(name) && shard_on_blocks(shard, spec(name).shape), name,
                         shard);
+  if (is_int4(name)) expect_w4a8_linear(backend_, checkpoint_->dir(), weight_part(name, "weight_packed"));
   return to_device(host_linear(name, shard));
 }
 
@@ -412,6 +421,8 @@ backend::LinearWeight WeightLoader::concatenated_rows(const std::string& first, 
     bool fp8 = is_fp8(first) && shard_on_blocks(shard, spec(first).shape) && a[0] % backend::kWeightBlock == 0;
     return dummy_linear({a[0] + b[0], a[1]}, fp8, first, shard);
   }
+  for (const std::string* name : {&first, &second})
+    if (is_int4(*name)) expect_w4a8_linear(backend_, checkpoint_->dir(), weight_part(*name, "weight_packed"));
   return to_device(host_rows(first, second, shard));
 }
 

@@ -56,7 +56,8 @@ Engine::Impl::Impl(std::unique_ptr<StepExecutor> executor_in, const tokenizer::T
   if (config.speculative.enabled()) {
     config.speculative.validate();
     DSINFER_CHECK(executor->can_draft(), "speculative decoding (", config.speculative.describe(),
-                  ") needs the model's MTP modules, and this model runs without them");
+                  ") needs the model's MTP modules on one rank: a model without them, or a sharded one, "
+                  "cannot draft yet");
   }
   if (auto id = tokenizer.token_to_id("<think>")) think_start = *id;
   if (auto id = tokenizer.token_to_id("</think>")) think_end = *id;

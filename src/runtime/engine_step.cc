@@ -178,7 +178,8 @@ PreparedStep Engine::Impl::prepare() {
     prepared.first_row.push_back(static_cast<int32_t>(row + 1 + s->drafts.size()));
     // Drafts for the next step only where its rows would be sampled as this one's: no history that
     // changes between them (penalties, a grammar), no stop token banned (min_tokens).
-    const bool draftable = !penalties && !s->matcher && s->output_length() + 1 >= s->options.min_tokens;
+    const bool draftable =
+        !penalties && !s->matcher && (s->stop_ids.empty() || s->output_length() + 1 >= s->options.min_tokens);
     verify.room = draftable ? s->max_length - static_cast<int64_t>(s->tokens.size()) : 0;
   }
   prepared.batch = builder.build();

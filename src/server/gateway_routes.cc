@@ -118,6 +118,15 @@ Json server_info_json(const WorkerIdentity& identity, const runtime::EngineConfi
   out["disaggregation_mode"] = "null";  // SGLang's word for a server that runs both phases
   out["reasoning_parser"] = null_if_empty(identity.reasoning_parser);
   out["tool_call_parser"] = null_if_empty(identity.tool_call_parser);
+  // Speculative decoding: SGLang's fields (MTP drafting is its EAGLE, one chain: top-k 1, the last
+  // token and N drafts verified a step), and vLLM's speculative_config as dsinfer reads it.
+  const runtime::SpeculativeConfig& speculative = config.speculative;
+  const bool drafting = speculative.enabled();
+  out["speculative_algorithm"] = drafting ? Json("EAGLE") : Json();
+  out["speculative_num_steps"] = drafting ? Json(speculative.num_tokens) : Json();
+  out["speculative_eagle_topk"] = drafting ? Json(1) : Json();
+  out["speculative_num_draft_tokens"] = drafting ? Json(speculative.num_tokens + 1) : Json();
+  out["speculative_config"] = drafting ? Json::parse(speculative.describe()) : Json();
   // SGLang's scheduler information.
   out["max_total_num_tokens"] = pool_tokens(stats);
   out["max_req_input_len"] = max_model_len - 1;

@@ -193,6 +193,34 @@ TEST(GatewayRoutes, ServerInfoReportsTheConfigurationUnderSglangsNamesAtBothPath
   }
 }
 
+// Speculative decoding in SGLang's fields and vLLM's speculative_config; null when it is off (the
+// end-to-end worker above serves without it).
+TEST(GatewayRoutes, ServerInfoReportsSpeculativeDecodingUnderSglangsAndVllmsNames) {
+  WorkerIdentity identity;
+  identity.served_model_name = "tiny";
+  runtime::EngineConfig config;
+  Json off = server_info_json(identity, config, runtime::EngineStats{}, 1024, 0.0);
+  for (const char* field : {"speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+                            "speculative_num_draft_tokens", "speculative_config"}) {
+    ASSERT_NE(off.find(field), nullptr) << field;
+    EXPECT_TRUE(off[field].is_null()) << field;
+  }
+  config.speculative.num_tokens = 2;
+  config.speculative.relaxed = true;
+  config.speculative.relaxed_topk = 4;
+  Json on = server_info_json(identity, config, runtime::EngineStats{}, 1024, 0.0);
+  EXPECT_EQ(on["speculative_algorithm"].as_string(), "EAGLE");
+  EXPECT_EQ(on["speculative_num_steps"].as_int(), 2);
+  EXPECT_EQ(on["speculative_eagle_topk"].as_int(), 1);
+  EXPECT_EQ(on["speculative_num_draft_tokens"].as_int(), 3);
+  Json& speculative = on["speculative_config"];
+  EXPECT_EQ(speculative["method"].as_string(), "mtp");
+  EXPECT_EQ(speculative["num_speculative_tokens"].as_int(), 2);
+  EXPECT_EQ(speculative["mode"].as_string(), "eagle");
+  EXPECT_TRUE(speculative["use_relaxed_acceptance_for_thinking"].as_bool());
+  EXPECT_EQ(speculative["relaxed_topk"].as_int(), 4);
+}
+
 TEST(GatewayRoutes, ModelInfoNamesTheModelAtBothPaths) {
   Worker worker;
   for (const char* path : {"/model_info", "/get_model_info"}) {

@@ -1,5 +1,6 @@
 #include "server/metrics_format.h"
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace dsinfer::server {
 namespace {
@@ -144,10 +146,27 @@ class Exposition {
 
 double load(const std::atomic<uint64_t>& counter) { return static_cast<double>(counter.load()); }
 
+// vLLM's spec_decode counters (its SpecDecodingProm), per-position ones for the `positions` draft
+// positions a step has.
+void add_spec_decode(Exposition& out, const runtime::Metrics& metrics, int positions) {
+  out.counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", load(metrics.spec_decode_drafts));
+  out.counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", load(metrics.spec_decode_draft_tokens));
+  out.counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+              load(metrics.spec_decode_accepted_tokens));
+  const int shown = std::clamp(positions, 0, runtime::Metrics::kMaxDraftPositions);
+  std::vector<std::string> labels;  // "0", "1", ...: vLLM's 0-based positions
+  for (int i = 0; i < shown; ++i) labels.push_back(std::to_string(i));
+  std::vector<std::pair<std::string_view, double>> accepted;
+  for (int i = 0; i < shown; ++i) accepted.emplace_back(labels[i], load(metrics.spec_decode_accepted_per_position[i]));
+  out.labelled_counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
+                       "position", accepted);
+}
+
 }  // namespace
 
 std::string format_prometheus(const runtime::Metrics& metrics, const runtime::EngineStats& stats,
-                              std::string_view model_name, std::span<const ExtraGauge> extra) {
+                              std::string_view model_name, std::span<const ExtraGauge> extra,
+                              const runtime::SpeculativeConfig& speculative) {
   Exposition out(model_name);
   out.gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
             static_cast<double>(stats.running));
@@ -197,6 +216,7 @@ std::string format_prometheus(const runtime::Metrics& metrics, const runtime::En
   // A histogram whose family name ends in _total, as vLLM names it (its series are _total_bucket, ...).
   out.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
                 metrics.iteration_tokens.snapshot());
+  if (speculative.enabled()) add_spec_decode(out, metrics, speculative.num_tokens);
   for (const ExtraGauge& gauge : extra) out.gauge(gauge.name, gauge.help, gauge.value);
   return out.take();
 }

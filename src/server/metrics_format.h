@@ -7,6 +7,11 @@
 // (1 = full), exported under both its names (vllm:kv_cache_usage_perc and the older
 // vllm:gpu_cache_usage_perc).
 //
+// With speculative decoding on, vLLM's spec_decode counters: vllm:spec_decode_num_drafts,
+// vllm:spec_decode_num_draft_tokens, vllm:spec_decode_num_accepted_tokens, and
+// vllm:spec_decode_num_accepted_tokens_per_pos with a label position="0".."N-1" (0-based, as vLLM
+// labels it) for each of the N draft positions; none of them when it is off, as vLLM.
+//
 // Beside them: the KV cache's settings as vLLM's info gauge (vllm:cache_config_info, value 1, the
 // settings in its labels), and the process_* metrics without labels, as prometheus_client writes
 // them (process_metrics.h).
@@ -18,6 +23,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/metrics.h"
+#include "runtime/speculative.h"
 #include "server/process_metrics.h"
 
 namespace dsinfer::server {
@@ -30,7 +36,8 @@ struct ExtraGauge {
 };
 
 std::string format_prometheus(const runtime::Metrics& metrics, const runtime::EngineStats& stats,
-                              std::string_view model_name, std::span<const ExtraGauge> extra = {});
+                              std::string_view model_name, std::span<const ExtraGauge> extra = {},
+                              const runtime::SpeculativeConfig& speculative = {});
 
 // vllm:cache_config_info's labels, under vLLM's names (num_gpu_blocks counts the KV pages wherever
 // they live; booleans read True/False, as Python writes them).

@@ -142,6 +142,39 @@ TEST(MetricsFormat, RendersThePerRequestAndPerStepHistogramsUnderVllmsNames) {
   EXPECT_EQ(samples.at(bucket("vllm:iteration_tokens_total", "512.0")), 2);
 }
 
+TEST(MetricsFormat, RendersSpecDecodeCountersUnderVllmsNamesOnlyWhenSpeculativeDecodingIsOn) {
+  runtime::Metrics metrics;
+  metrics.spec_decode_drafts = 100;
+  metrics.spec_decode_draft_tokens = 200;
+  metrics.spec_decode_accepted_tokens = 150;
+  metrics.spec_decode_accepted_per_position[0] = 90;
+  metrics.spec_decode_accepted_per_position[1] = 60;
+  metrics.spec_decode_accepted_per_position[2] = 7;  // a position past N = 2: not shown
+  runtime::SpeculativeConfig speculative;
+  speculative.num_tokens = 2;
+  const std::string text = format_prometheus(metrics, runtime::EngineStats{}, "dsv3", {}, speculative);
+  std::map<std::string, double> samples = samples_of(text);
+  const std::string m = "{model_name=\"dsv3\"}";
+  EXPECT_EQ(samples.at("vllm:spec_decode_num_drafts_total" + m), 100);
+  EXPECT_EQ(samples.at("vllm:spec_decode_num_draft_tokens_total" + m), 200);
+  EXPECT_EQ(samples.at("vllm:spec_decode_num_accepted_tokens_total" + m), 150);
+  const std::string per_position = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+  EXPECT_EQ(samples.at(per_position + "{model_name=\"dsv3\",position=\"0\"}"), 90);
+  EXPECT_EQ(samples.at(per_position + "{model_name=\"dsv3\",position=\"1\"}"), 60);
+  EXPECT_EQ(samples.count(per_position + "{model_name=\"dsv3\",position=\"2\"}"), 0u);
+  for (const char* head : {"# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.\n"
+                           "# TYPE vllm:spec_decode_num_drafts_total counter\n",
+                           "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter\n"})
+    EXPECT_NE(text.find(head), std::string::npos) << head;
+
+  speculative.num_tokens = 3;
+  samples = samples_of(format_prometheus(metrics, runtime::EngineStats{}, "dsv3", {}, speculative));
+  EXPECT_EQ(samples.at(per_position + "{model_name=\"dsv3\",position=\"2\"}"), 7);
+
+  // Off: no spec_decode family at all, as vLLM without a speculative config.
+  EXPECT_EQ(format_prometheus(metrics, runtime::EngineStats{}, "dsv3").find("spec_decode"), std::string::npos);
+}
+
 TEST(MetricsFormat, RendersTheCacheConfigAsAnInfoGauge) {
   std::string text = format_cache_config_info({64, 1234, false, "auto"}, "dsv3");
   EXPECT_EQ(text,

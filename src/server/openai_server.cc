@@ -517,7 +517,8 @@ void OpenAIServer::Impl::metrics(HttpResponder& responder) {
       {"dsinfer:open_connections", "HTTP connections open now.", static_cast<double>(http->open_connections())}};
   runtime::Engine& engine = *served_model.engine;
   const runtime::EngineStats stats = engine.stats();
-  std::string text = format_prometheus(engine.metrics(), stats, options.served_model_name, extra);
+  std::string text =
+      format_prometheus(engine.metrics(), stats, options.served_model_name, extra, engine.config().speculative);
   text += format_cache_config_info(
       {model::kPageSize, stats.total_pages, engine.config().enable_prefix_caching, options.kv_cache_dtype},
       options.served_model_name);

@@ -119,6 +119,31 @@ LinearWeight make_weight(int64_t experts, int64_t N, int64_t K, WeightFormat for
   return {data, scale, format};
 }
 
+// A W4A8 weight [N, K] (experts == 0) or stack [experts, N, K] as docs/w4a8.md stores it: int4 values
+// q in -8..7 (triangular, std ~3: the sum of two uniforms, rounded) two to a byte, the lower column in
+// the low nibble, as q + 8, with one f32 scale per `group` columns, std / 3 * [0.5, 1.5) (w ~ std).
+LinearWeight make_w4a8_weight(int64_t experts, int64_t N, int64_t K, int64_t group, uint64_t seed, float std) {
+  DSINFER_CHECK(K % 2 == 0 && group > 0 && K % group == 0, "conformance: a W4A8 weight of ", K,
+                " columns in groups of ", group);
+  Shape bytes_shape = experts > 0 ? Shape{experts, N, K / 2} : Shape{N, K / 2};
+  Tensor data = Tensor::empty(DType::kU8, bytes_shape);
+  auto* bytes = data.data<uint8_t>();
+  auto nibble = [](uint32_t bits) {  // (-1, 1) triangular, times 7.5, rounded and clamped, offset by 8
+    const float t = (static_cast<float>(bits & 0xffff) + static_cast<float>(bits >> 16)) / 65536.0f - 1.0f;
+    return static_cast<uint8_t>(std::clamp(static_cast<int>(std::nearbyint(7.5f * t)), -8, 7) + 8);
+  };
+  fill_parallel(data.numel(), [&](int64_t i) {
+    const uint64_t h = hash_at(seed, static_cast<uint64_t>(i));
+    bytes[i] = static_cast<uint8_t>(nibble(static_cast<uint32_t>(h)) | (nibble(static_cast<uint32_t>(h >> 32)) << 4));
+  });
+  Shape scale_shape = experts > 0 ? Shape{experts, N, K / group} : Shape{N, K / group};
+  Tensor scale = Tensor::empty(DType::kF32, scale_shape);
+  const uint64_t scale_seed = hash_at(seed, 77);
+  float* scales = scale.data<float>();
+  fill_parallel(scale.numel(), [&](int64_t i) { scales[i] = std / 3.0f * (0.5f + uniform_at(scale_seed, i)); });
+  return {data, scale, WeightFormat::kW4A8};
+}
+
 // T token ids in [0, V): the first and last ids of the table and a repeat among random ones.
 Tensor random_ids(int64_t T, int64_t V, uint64_t seed) {
   Tensor ids = Tensor::empty(DType::kI32, {T});
@@ -414,6 +439,16 @@ constexpr double kBoundAttention = 1e-4;    // softmax(QK^T)V with bf16 P allowe
 constexpr double kBoundFp8Product = 4e-3;
 constexpr double kBoundMoe = 1e-4;     // bf16 experts: two products, bf16 intermediates
 constexpr double kBoundMoeFp8 = 6e-3;  // FP8 experts, activations possibly FP8 at both products
+// W4A8 experts: the CPU quantizes the activations to e4m3 exactly as the GPU must (per row, or the static
+// input scale), so the two differ by the order of f32 sums and by h: bf16 on the GPU before the down
+// product's quantization, f32 on the CPU. That moves ~1-2% of h's e4m3 codes by one step (h's rounding,
+// and its amax, hence the row's scale, by ~2^-9), 1e-4..3.5e-4 through the down product (measured on the
+// small tier with conformance_test's bf16 emulation, which also rounds gate and up to bf16). One row
+// holds only I / 50 such flips (~1 at I = 64), so the worst row's nmse scatters up to 1.2e-3 there
+// (the emulation again) and gets a bound of its own. A row or group scale applied to the wrong row or
+// group costs > 1e-2 with these inputs (varied_activation: token scales 1/4..4; group scales 0.5..1.5).
+constexpr double kBoundMoeW4A8 = 1e-3;
+constexpr double kBoundMoeW4A8Row = 5e-3;
 constexpr double kBoundRouteWeights = 1e-6;
 constexpr double kBoundLogprobs = 1e-6;
 
@@ -1166,19 +1201,52 @@ std::pair<Tensor, Tensor> slice_routing(int64_t T, const ExpertSlice& slice, int
   return {ids, weights};
 }
 
+// W4A8 experts of a moe case (docs/w4a8.md): int4 weights in groups of `group` columns, and static
+// activation scales per expert (input_scale) or none (each row's amax / 448).
+struct W4a8Experts {
+  int64_t group = 128;
+  bool static_scales = false;
+};
+
+// Static input scales [E] f32 for W4A8 experts whose inputs reach `typical` (the magnitude a
+// calibration would have picked): typical / 448 * [0.5, 1.5), so that some experts' inputs saturate at
+// 448 and some leave codes unused, both of which the two backends must round alike.
+Tensor w4a8_input_scales(int64_t experts, float typical, uint64_t seed) {
+  Tensor scales = Tensor::empty(DType::kF32, {experts});
+  for (int64_t e = 0; e < experts; ++e)
+    scales.data<float>()[e] = typical / kFp8E4M3Max * (0.5f + uniform_at(seed, e));
+  return scales;
+}
+
 // Routed experts: a stack of the experts of `slice` (E = slice.count) of [2I, H] (gate_up) and
 // [H, I] (down), each in its own format (a loader may widen gate_up to bf16 and keep down in FP8), k
 // experts per token chosen among slice.total. A slice is also checked for exact zeros in the rows of
-// tokens routed to other ranks' experts only (nothing to add, not even rounding).
+// tokens routed to other ranks' experts only (nothing to add, not even rounding). W4A8 experts get
+// varied_activation inputs (token scales 1/4..4, so that a row's e4m3 scale applied to another row is
+// far off) and are also checked row by row.
 Case moe_case(const std::string& name, int64_t T, const ExpertSlice& slice, int k, int64_t I, int64_t H,
-              WeightFormat gate_up_format, WeightFormat down_format) {
+              WeightFormat gate_up_format, WeightFormat down_format, W4a8Experts int4 = {}) {
   bool fp8 = gate_up_format == WeightFormat::kFp8Block || down_format == WeightFormat::kFp8Block;
+  bool w4a8 = gate_up_format == WeightFormat::kW4A8 || down_format == WeightFormat::kW4A8;
   return make_case("moe_experts", name, [=](uint64_t seed) {
     auto [ids, weights] = slice.whole() ? host_routing(T, static_cast<int>(slice.total), k, stream(seed, 0))
                                         : slice_routing(T, slice, k, stream(seed, 0));
-    Tensor x = activation({T, H}, stream(seed, 1), 1.0f);
-    LinearWeight gate_up = make_weight(slice.count, 2 * I, H, gate_up_format, stream(seed, 2), kWeightStd);
-    LinearWeight down = make_weight(slice.count, H, I, down_format, stream(seed, 3), kWeightStd);
+    Tensor x = w4a8 ? varied_activation(T, H, stream(seed, 1)) : activation({T, H}, stream(seed, 1), 1.0f);
+    auto expert_weight = [&](int64_t N, int64_t K, WeightFormat format, uint64_t weight_seed) {
+      return format == WeightFormat::kW4A8 ? make_w4a8_weight(slice.count, N, K, int4.group, weight_seed, kWeightStd)
+                                           : make_weight(slice.count, N, K, format, weight_seed, kWeightStd);
+    };
+    LinearWeight gate_up = expert_weight(2 * I, H, gate_up_format, stream(seed, 2));
+    LinearWeight down = expert_weight(H, I, down_format, stream(seed, 3));
+    if (int4.static_scales) {
+      // x reaches ~32 (varied_activation's outlier columns at token scale 1); gate and up are ~N(0, g^2)
+      // with g = 0.02 sqrt(4.3 H) (4.3: the mean square of varied_activation's columns), h ~ 4 g^2.
+      const float g = kWeightStd * std::sqrt(4.3f * static_cast<float>(H));
+      if (gate_up_format == WeightFormat::kW4A8)
+        gate_up.input_scale = w4a8_input_scales(slice.count, 32.0f, stream(seed, 4));
+      if (down_format == WeightFormat::kW4A8)
+        down.input_scale = w4a8_input_scales(slice.count, 4.0f * g * g, stream(seed, 5));
+    }
     OpSpec s;
     s.args = {{"x", ArgKind::kActivation, x},
               {"expert_ids", ArgKind::kConstant, ids},
@@ -1186,7 +1254,9 @@ Case moe_case(const std::string& name, int64_t T, const ExpertSlice& slice, int 
               {"gate_up", ArgKind::kConstant, gate_up.data},
               {"gate_up scale", ArgKind::kConstant, gate_up.scale},
               {"down", ArgKind::kConstant, down.data},
-              {"down scale", ArgKind::kConstant, down.scale}};
+              {"down scale", ArgKind::kConstant, down.scale},
+              {"gate_up input scale", ArgKind::kConstant, gate_up.input_scale},
+              {"down input scale", ArgKind::kConstant, down.input_scale}};
     std::vector<int32_t> rows = rows_to_check(T);
     if (static_cast<int64_t>(rows.size()) < T) {
       for (int i = 0; i < 3; ++i) s.args[i].reference_host = select_rows(s.args[i].host, rows);
@@ -1194,12 +1264,19 @@ Case moe_case(const std::string& name, int64_t T, const ExpertSlice& slice, int 
     }
     s.results = {"y"};
     s.call = [gate_up_format, down_format, first = slice.first](Backend& b, std::vector<Tensor>& a) {
-      ExpertStack experts{{a[3], a[4], gate_up_format}, {a[5], a[6], down_format}, first};
+      ExpertStack experts{{a[3], a[4], gate_up_format, a[7]}, {a[5], a[6], down_format, a[8]}, first};
       return Results{b.moe_experts(a[0], Routing{a[1], a[2]}, experts)};
     };
-    double bound = fp8 ? kBoundMoeFp8 : kBoundMoe;
+    double bound = w4a8 ? kBoundMoeW4A8 : fp8 ? kBoundMoeFp8 : kBoundMoe;
     if (slice.whole()) {
       s.compare = compare_with(bound);
+      if (w4a8) {
+        s.compare = [bound](const Outputs& reference, const Outputs& candidate) {
+          return std::vector<CheckResult>{
+              check_nmse("y", reference.get("y"), candidate.get("y"), bound),
+              check_nmse_worst_row("y", reference.get("y"), candidate.get("y"), kBoundMoeW4A8Row)};
+        };
+      }
       return s;
     }
     // The compared rows (indexes into the outputs) whose token has no expert of the slice.
@@ -1209,8 +1286,9 @@ Case moe_case(const std::string& name, int64_t T, const ExpertSlice& slice, int 
       if (std::none_of(row, row + k, [&](int32_t e) { return slice.holds(e); }))
         elsewhere.push_back(static_cast<int64_t>(r));
     }
-    s.compare = [bound, elsewhere](const Outputs& reference, const Outputs& candidate) {
+    s.compare = [bound, elsewhere, w4a8](const Outputs& reference, const Outputs& candidate) {
       std::vector<CheckResult> checks = compare_all(reference, candidate, bound);
+      if (w4a8) checks.push_back(check_nmse_worst_row("y", reference.get("y"), candidate.get("y"), kBoundMoeW4A8Row));
       const Tensor& expected = reference.get("y");
       const Tensor& actual = candidate.get("y");
       CheckResult zeros{"y of tokens routed elsewhere", "nonzero", 0.0, 0.0, false, ""};
@@ -1256,6 +1334,31 @@ void add_moe_cases(std::vector<Case>& cases, const Dims& d) {
                                  T, slice, kTopK, I, H, format, format));
     }
   }
+  // W4A8 experts (docs/w4a8.md), int4 in groups of 128 (dsinfer quantize) and 32 (Kimi-K2), with e4m3
+  // activations per row or with static input scales: decode sizes (1 token: one row per expert; 16 and
+  // 128 / 96 tokens: a few rows per expert) and a prefill chunk of 1024 tokens (8192 rows: ~32 per expert
+  // for V3, so that experts are cut into several work items). Then a slice of the experts (expert
+  // parallelism), whose other ranks' tokens must come out as exact zeros.
+  // Every size with groups of 128 and per-row scales; the other variants at fewer sizes (the CPU's
+  // reference of 256 int4 experts is what this suite spends its time on).
+  struct W4a8Case {
+    int64_t group;
+    bool static_scales;
+    std::vector<int64_t> tokens;
+  };
+  for (const W4a8Case& c : {W4a8Case{128, false, d.pick<int64_t>({1, 16, 96, 1024}, {1, 16, 128, 1024})},
+                            W4a8Case{128, true, {16}}, W4a8Case{32, false, {16, 128}}, W4a8Case{32, true, {1}}}) {
+    for (int64_t T : c.tokens)
+      cases.push_back(moe_case(str_cat("E=", E, " top-", kTopK, " I=", I, " hidden ", H, " w4a8 group ", c.group,
+                                       c.static_scales ? " static input scales" : " per-row scales", " T=", T),
+                               T, ExpertSlice{0, E, E}, kTopK, I, H, WeightFormat::kW4A8, WeightFormat::kW4A8,
+                               W4a8Experts{c.group, c.static_scales}));
+  }
+  for (int64_t T : {1, 64})
+    cases.push_back(moe_case(str_cat("E=", E, " slice [", 3 * E / 4, ", ", E, ") top-", kTopK, " I=", I, " hidden ", H,
+                                     " w4a8 group 128 T=", T),
+                             T, ExpertSlice{3 * E / 4, E / 4, E}, kTopK, I, H, WeightFormat::kW4A8,
+                             WeightFormat::kW4A8));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1317,6 +1420,18 @@ void add_fixture_cases(std::vector<Case>& cases) {
                                        f.name, " T=", T),
                                T, ExpertSlice{0, kExperts, kExperts}, kTopK, kInter, kHidden, f.gate_up, f.down));
   }
+  // W4A8 in groups of 32 (K = 64 for down: under a 128-column block, so the CUDA backend's reference kernel
+  // takes that product and the tensor-core kernel gate_up), and gate_up W4A8 beside a bf16 down.
+  for (int64_t T : {1, 7, 23, 70}) {
+    cases.push_back(moe_case(str_cat("v3-tiny E=", kExperts, " top-", kTopK, " I=", kInter, " hidden ", kHidden,
+                                     " w4a8 group 32 T=", T),
+                             T, ExpertSlice{0, kExperts, kExperts}, kTopK, kInter, kHidden, WeightFormat::kW4A8,
+                             WeightFormat::kW4A8, W4a8Experts{32, T == 23}));
+  }
+  cases.push_back(moe_case(str_cat("v3-tiny E=", kExperts, " top-", kTopK, " I=", kInter, " hidden ", kHidden,
+                                   " gate_up w4a8 group 64 + down bf16 T=23"),
+                           23, ExpertSlice{0, kExperts, kExperts}, kTopK, kInter, kHidden, WeightFormat::kW4A8,
+                           WeightFormat::kDense, W4a8Experts{64, false}));
 
   cases.push_back(expanded_case("v3-tiny prompt of 70", kHeads, {{70, 70}}));
   cases.push_back(expanded_case("v3-tiny prompts of 7 and 23, a cached prefix of 5", kHeads, {{7, 7}, {28, 23}}));
@@ -2149,8 +2264,8 @@ const std::vector<std::string>& backend_plumbing() {
                                                  // a capability, tested at the model level (model_test's
                                                  // CacheFormats: the CPU takes the FP8 caches, the GPU refuses)
                                                  "supports_cache_dtype",
-                                                 // likewise: model_test's W4A8 checkpoint on the CPU, refused
-                                                 // on the GPU at load
+                                                 // likewise: model_test's W4A8 checkpoint (W4A8 routed experts
+                                                 // are moe_experts' cases here)
                                                  "supports_weight_format"};
   return names;
 }

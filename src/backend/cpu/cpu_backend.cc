@@ -12,7 +12,7 @@ class CpuBackend final : public Backend {
   bool supports_cache_dtype(DType dtype) const override {
     return dtype == DType::kF32 || dtype == DType::kF8E4M3 || dtype == DType::kU8;
   }
-  bool supports_weight_format(WeightFormat) const override { return true; }
+  bool supports_weight_format(WeightFormat, WeightUse) const override { return true; }
 
   Tensor empty(DType dtype, Shape shape) override { return Tensor::empty(dtype, shape); }
   Tensor to_device(const Tensor& host) override { return host; }

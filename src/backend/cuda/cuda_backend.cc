@@ -101,6 +101,10 @@ class CudaBackend final : public Backend, public CudaContext {
   std::string name() const override { return "cuda"; }
   Device device() const override { return Device::kCuda; }
   DType compute_dtype() const override { return DType::kBF16; }
+  // W4A8 runs as routed experts only (moe_w4a8_rows.h); a W4A8 linear has no kernel here.
+  bool supports_weight_format(WeightFormat format, WeightUse use) const override {
+    return format != WeightFormat::kW4A8 || use == WeightUse::kExperts;
+  }
 
   void begin_step(const StepContext& step) override {
     DSINFER_CUDA_CHECK(cudaSetDevice(device_));

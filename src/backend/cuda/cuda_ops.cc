@@ -27,12 +27,30 @@ void expect_bf16(const Tensor& t, const char* op, const char* what, int rank) {
 }
 
 GemmWeight gemm_weight(const LinearWeight& weight) {
-  DSINFER_CHECK(weight.format != WeightFormat::kW4A8, "linear: W4A8 weights are not supported yet");
+  DSINFER_CHECK(weight.format != WeightFormat::kW4A8,
+                "linear: a W4A8 (int4) weight as a plain linear layer; the CUDA backend runs W4A8 only as routed "
+                "experts (moe_experts)");
   GemmWeight out;
   out.data = weight.data.raw();
   out.dtype = weight.data.dtype();
   if (weight.format == WeightFormat::kFp8Block) out.scale = weight.scale.data<float>();
   return out;
+}
+
+// A W4A8 expert stack as the CUDA experts read it (docs/w4a8.md): data u8 [E, N, K / 2], scale f32
+// [E, N, K / G] with G dividing K, and an optional input_scale f32 [E]. Other formats pass.
+void expect_w4a8_stack(const LinearWeight& w, const char* name) {
+  if (w.format != WeightFormat::kW4A8) return;
+  const int64_t E = w.data.dim(0), N = w.out_features(), K = w.in_features();
+  DSINFER_CHECK(w.data.dtype() == DType::kU8 && w.scale.defined() && w.scale.dtype() == DType::kF32 &&
+                    w.scale.rank() == 3 && w.scale.dim(0) == E && w.scale.dim(1) == N && w.scale.dim(2) > 0 &&
+                    K % w.scale.dim(2) == 0 && K % 8 == 0,
+                "moe_experts: W4A8 ", name, " ", dtype_name(w.data.dtype()), " ", w.data.shape().to_string(),
+                " has scales ", w.scale.defined() ? w.scale.shape().to_string() : std::string("(none)"),
+                " (expected u8 [E, N, K / 2] with f32 [E, N, K / G], G dividing K, K a multiple of 8)");
+  DSINFER_CHECK(!w.input_scale.defined() || (w.input_scale.dtype() == DType::kF32 && w.input_scale.numel() == E),
+                "moe_experts: W4A8 ", name, " input_scale ", w.input_scale.shape().to_string(), " for ", E,
+                " experts (expected f32 [E])");
 }
 
 GemmOptions gemm_options(const CudaOptions& options) {
@@ -179,7 +197,9 @@ class Ops final : public CudaOps {
     shape.top_k = routing.expert_ids.dim(1);
     shape.num_experts = experts.num_experts();
     shape.first_expert = experts.first_expert;  // the plan skips the slots of other ranks' experts
-    shape.inter = down.data.dim(2);
+    DSINFER_CHECK(gate_up.data.rank() == 3 && down.data.rank() == 3, "moe_experts: expert stacks must be rank 3, got ",
+                  gate_up.data.shape().to_string(), " / ", down.data.shape().to_string());
+    shape.inter = down.in_features();
     shape.hidden = x.dim(1);
     shape.gemv_max_rows = moe_gemv_max_rows_;
     // The FP8-activation kernels for FP8 experts (the reference mode keeps the dequantizing ones;
@@ -187,19 +207,30 @@ class Ops final : public CudaOps {
     const bool fp8_experts = gate_up.format == WeightFormat::kFp8Block || down.format == WeightFormat::kFp8Block;
     shape.fp8_mma_max_rows = reference_ || !fp8_experts ? 0 : moe_fp8_mma_max_rows_;
     shape.fp8_mma_min_rows = moe_fp8_mma_min_rows_;
-    DSINFER_CHECK(gate_up.data.rank() == 3 && down.data.rank() == 3 && gate_up.data.dim(1) == 2 * shape.inter &&
-                      gate_up.data.dim(2) == shape.hidden && down.data.dim(1) == shape.hidden &&
-                      routing.expert_ids.dim(0) == shape.tokens,
+    shape.w4a8_gate_up = gate_up.format == WeightFormat::kW4A8;
+    shape.w4a8_gate_up_static = shape.w4a8_gate_up && gate_up.input_scale.defined();
+    shape.w4a8_down = down.format == WeightFormat::kW4A8;
+    shape.w4a8_reference = reference_;
+    DSINFER_CHECK(gate_up.out_features() == 2 * shape.inter && gate_up.in_features() == shape.hidden &&
+                      down.out_features() == shape.hidden && routing.expert_ids.dim(0) == shape.tokens,
                   "moe_experts: x ", x.shape().to_string(), " does not match experts ",
                   gate_up.data.shape().to_string(), " / ", down.data.shape().to_string());
+    expect_w4a8_stack(gate_up, "gate_up");
+    expect_w4a8_stack(down, "down");
     Tensor out = context_.allocate(DType::kBF16, {shape.tokens, shape.hidden});
     if (shape.tokens == 0) return out;
     auto matrix = [](const LinearWeight& w) {
-      return ExpertMatrix{w.data.raw(), w.scale.defined() ? w.scale.data<float>() : nullptr, w.format};
+      ExpertMatrix m{w.data.raw(), w.scale.defined() ? w.scale.data<float>() : nullptr, w.format};
+      if (w.format == WeightFormat::kW4A8) {
+        m.group_size = w.group_size();
+        m.input_scale = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
+      }
+      return m;
     };
-    // Prefill-sized steps: each expert's rows through the library GEMM (moe.h), never in a graph.
+    // Prefill-sized steps: each expert's rows through the library GEMM (moe.h), never in a graph. (W4A8
+    // experts stay on moe_experts, which serves any row count.)
     if (shape.tokens * shape.top_k >= kMoeLibraryMinRows && !reference_ && !context_.metadata().capturing() &&
-        gate_up.data.dtype() == down.data.dtype()) {
+        gate_up.data.dtype() == down.data.dtype() && !shape.w4a8_gate_up && !shape.w4a8_down) {
       size_t scratch_bytes = moe_experts_by_expert_scratch_bytes(shape);
       std::shared_ptr<void> scratch = context_.allocate_bytes(scratch_bytes);
       host_offsets_.reserve((shape.num_experts + 1) * sizeof(int32_t));

@@ -28,6 +28,9 @@
 //      tile 8> (not launched when T = 1); more: expert_mma_kernel, 16-row tiles up to 16 rows, 64-row
 //      tiles beyond. Each launch lists the experts in its range on the device and skips the rest.
 //   3. down, y [rows, H] bf16: the same kernels (the FP8 ones after quantizing their experts' rows of h).
+//   A W4A8 product (int4 weights) is instead one quantization of its input (x per token, or per row
+//   with the experts' static input scales; h per row) and one w4a8_rows_product over every expert
+//   (moe_w4a8_rows.h), whatever its row count.
 //   4. combine_kernel, grid (H / 8 / 128 blocks, T), 128 threads: out[t] = sum_j w[t, j] * y[row(t, j)]
 //      in slot order j = 0..k-1 (deterministic, no atomics) over the slots the plan kept (a skipped
 //      slot has row -1 and adds nothing; a token without kept slots gets zeros); a thread's loads of
@@ -64,6 +67,7 @@
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/moe_fp8_rows.h"
+#include "backend/cuda/moe_w4a8_rows.h"
 #include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -713,12 +717,14 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 // ---- host side ----
 
-// The direct form's scratch: the plan's arrays, h [rows, I] and y [rows, H] bf16, and with the FP8
+// The direct form's scratch: the plan's arrays, h [rows, I] and y [rows, H] bf16, with the FP8
 // products x [T, H] and h [rows, I] quantized to e4m3 (values stored as f16) with their scales
-// [.., / 128] f32.
+// [.., / 128] f32, and with W4A8 products x [T or rows, H] and h [rows, I] quantized for them
+// (w4a8_quantize: e4m3 values as f16, one f32 scale per row).
 struct ScratchLayout {
   size_t offsets = 0, row_source = 0, slot_row = 0, hidden_rows = 0, expert_out = 0;
-  size_t x_q = 0, x_scale = 0, h_q = 0, h_scale = 0, total = 0;
+  size_t x_q = 0, x_scale = 0, h_q = 0, h_scale = 0;
+  size_t w4a8_x_q = 0, w4a8_x_scale = 0, w4a8_h_q = 0, w4a8_h_scale = 0, total = 0;
 };
 
 // The prefill form's scratch: the plan's arrays, then x's rows in expert order [rows, H] (reused for
@@ -799,16 +805,37 @@ ScratchLayout scratch_layout(const MoeShape& s) {
     layout.h_q = cursor.take(rows * s.inter * sizeof(__half));
     layout.h_scale = cursor.take(rows * (s.inter / kWeightBlock) * sizeof(float));
   }
+  if (s.w4a8_gate_up) {  // x per token, or per row (each row's expert has its own static scale)
+    const auto x_rows = s.w4a8_gate_up_static ? rows : static_cast<size_t>(s.tokens);
+    layout.w4a8_x_q = cursor.take(x_rows * s.hidden * sizeof(__half));
+    layout.w4a8_x_scale = cursor.take(x_rows * sizeof(float));
+  }
+  if (s.w4a8_down) {
+    layout.w4a8_h_q = cursor.take(rows * s.inter * sizeof(__half));
+    layout.w4a8_h_scale = cursor.take(rows * sizeof(float));
+  }
   layout.total = cursor.total();
   return layout;
 }
 
 void check_matrix(const ExpertMatrix& m, const char* name) {
   DSINFER_CHECK(m.data != nullptr, "moe_experts: ", name, " weights are null");
-  DSINFER_CHECK(m.format == WeightFormat::kDense || m.format == WeightFormat::kFp8Block, "moe_experts: ", name,
-                " has a weight format the CUDA experts do not support (bf16 and fp8 block-scaled only)");
+  DSINFER_CHECK(m.format == WeightFormat::kDense || m.format == WeightFormat::kFp8Block ||
+                    m.format == WeightFormat::kW4A8,
+                "moe_experts: ", name, " has a weight format the CUDA experts do not support");
   DSINFER_CHECK(m.format != WeightFormat::kFp8Block || m.scale != nullptr, "moe_experts: ", name,
                 " is fp8 without scales");
+  DSINFER_CHECK(m.format != WeightFormat::kW4A8 || (m.scale != nullptr && m.group_size > 0), "moe_experts: ", name,
+                " is W4A8 without scales or a group size");
+}
+
+// The W4A8 fields of a MoeShape size the scratch: they must describe the matrices.
+void check_w4a8_shape(const MoeShape& s, const ExpertMatrix& gate_up, const ExpertMatrix& down) {
+  const bool gate_up_w4a8 = gate_up.format == WeightFormat::kW4A8, down_w4a8 = down.format == WeightFormat::kW4A8;
+  DSINFER_CHECK(s.w4a8_gate_up == gate_up_w4a8 && s.w4a8_down == down_w4a8 &&
+                    s.w4a8_gate_up_static == (gate_up_w4a8 && gate_up.input_scale != nullptr),
+                "moe_experts: the MoeShape's W4A8 fields (gate_up ", s.w4a8_gate_up, ", static ", s.w4a8_gate_up_static,
+                ", down ", s.w4a8_down, ") do not describe the expert matrices");
 }
 
 // A persistent grid: blocks_per_sm on every SM of the current device, or fewer when there is less work.
@@ -951,6 +978,7 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
   check_shape(shape);
   check_matrix(gate_up, "gate_up");
   check_matrix(down, "down");
+  check_w4a8_shape(shape, gate_up, down);
   const ScratchLayout layout = scratch_layout(shape);
   DSINFER_CHECK(scratch_bytes >= layout.total, "moe_experts: scratch of ", scratch_bytes, " bytes, ", layout.total,
                 " needed for ", shape.tokens, " tokens (size it with moe_experts_scratch_bytes at the largest step)");
@@ -973,8 +1001,36 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
 
   launch_plan(expert_ids, rows, shape, offsets, row_source, slot_row, stream);
 
+  // W4A8 products: every expert through w4a8_rows_product, its input quantized first.
+  W4a8RowsProduct w4a8;
+  w4a8.offsets = offsets;
+  w4a8.row_source = row_source;
+  w4a8.top_k = static_cast<int>(k);
+  w4a8.num_experts = static_cast<int>(E);
+  w4a8.inter = I;
+  w4a8.hidden = H;
+  w4a8.row_bound = rows;
+  auto w4a8_product = [&](bool gate_up_product, const ExpertMatrix& matrix, const W4a8Quantize& quantize,
+                          bf16* out_rows) {
+    w4a8_quantize(quantize, stream);
+    const bool tensor_core =
+        !shape.w4a8_reference && w4a8_rows_supported(gate_up_product, H, I, matrix.group_size);
+    w4a8.kernel = tensor_core ? W4a8RowsKernel::kTensorCore : W4a8RowsKernel::kReference;
+    w4a8.gate_up = gate_up_product;
+    w4a8.weight = static_cast<const uint8_t*>(matrix.data);
+    w4a8.weight_scale = matrix.scale;
+    w4a8.group_size = matrix.group_size;
+    w4a8.act = quantize.q;
+    w4a8.act_scale = quantize.scale;
+    w4a8.act_per_token = gate_up_product && quantize.row_source == nullptr;
+    w4a8.out = out_rows;
+    w4a8_rows_product(w4a8, stream);
+  };
+
   const bool gate_up_fp8 = gate_up.format == WeightFormat::kFp8Block;
   const bool down_fp8 = down.format == WeightFormat::kFp8Block;
+  const bool gate_up_w4a8 = gate_up.format == WeightFormat::kW4A8;
+  const bool down_w4a8 = down.format == WeightFormat::kW4A8;
   const int mma_min_rows = std::max(shape.gemv_max_rows, 1) + 1;
   const bool use_mma = rows >= mma_min_rows && H % 16 == 0 && I % 16 == 0 && aligned16(x) &&
                        aligned16(gate_up.data) && aligned16(down.data);
@@ -1032,13 +1088,32 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
   args.offsets = offsets;
   args.num_experts = static_cast<int>(E);
   args.output = hidden_rows;
-  if (!gate_up_fp8_rows.empty()) {  // x's rows quantized once, whatever their number of slots
-    fp8_rows_quantize(x, T, H, nullptr, 0, 0, 0, x_q, x_scale, stream);
-    fp8_products(true, gate_up, x_q, x_scale, gate_up_fp8_rows, hidden_rows);
+  if (gate_up_w4a8) {
+    W4a8Quantize quantize;
+    quantize.x = x;
+    quantize.width = H;
+    quantize.q = reinterpret_cast<__half*>(base + layout.w4a8_x_q);
+    quantize.scale = reinterpret_cast<float*>(base + layout.w4a8_x_scale);
+    if (gate_up.input_scale != nullptr) {  // per row: each row's expert has its own static scale
+      quantize.rows = rows;
+      quantize.row_source = row_source;
+      quantize.top_k = static_cast<int>(k);
+      quantize.offsets = offsets;
+      quantize.num_experts = static_cast<int>(E);
+      quantize.input_scale = gate_up.input_scale;
+    } else {  // per token: a token's rows of every expert share its amax
+      quantize.rows = T;
+    }
+    w4a8_product(true, gate_up, quantize, hidden_rows);
+  } else {
+    if (!gate_up_fp8_rows.empty()) {  // x's rows quantized once, whatever their number of slots
+      fp8_rows_quantize(x, T, H, nullptr, 0, 0, 0, x_q, x_scale, stream);
+      fp8_products(true, gate_up, x_q, x_scale, gate_up_fp8_rows, hidden_rows);
+    }
+    const int64_t gate_up_elems = gate_up_fp8 ? 16 : 8;
+    grouped_product<true>(args, gate_up_fp8, H % gate_up_elems == 0 && aligned16(x) && aligned16(gate_up.data),
+                          use_mma, mma_min_rows, gate_up_fp8_rows, T, rows, stream);
   }
-  const int64_t gate_up_elems = gate_up_fp8 ? 16 : 8;
-  grouped_product<true>(args, gate_up_fp8, H % gate_up_elems == 0 && aligned16(x) && aligned16(gate_up.data),
-                        use_mma, mma_min_rows, gate_up_fp8_rows, T, rows, stream);
 
   // 3. down: y [rows, H]
   args.weight = down.data;
@@ -1051,14 +1126,27 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
   args.input = hidden_rows;
   args.row_source = nullptr;
   args.output = expert_out;
-  if (!down_fp8_rows.empty()) {  // after every gate_up launch: the rows of h it reads are written
-    fp8_rows_quantize(hidden_rows, rows, I, offsets, static_cast<int>(E), down_fp8_rows.lo, down_fp8_rows.hi, h_q,
-                      h_scale, stream);
-    fp8_products(false, down, h_q, h_scale, down_fp8_rows, expert_out);
+  if (down_w4a8) {  // after every gate_up launch: the rows of h it reads are written
+    W4a8Quantize quantize;
+    quantize.x = hidden_rows;
+    quantize.width = I;
+    quantize.rows = rows;
+    quantize.offsets = offsets;  // rows past the plan's are not quantized
+    quantize.num_experts = static_cast<int>(E);
+    quantize.input_scale = down.input_scale;
+    quantize.q = reinterpret_cast<__half*>(base + layout.w4a8_h_q);
+    quantize.scale = reinterpret_cast<float*>(base + layout.w4a8_h_scale);
+    w4a8_product(false, down, quantize, expert_out);
+  } else {
+    if (!down_fp8_rows.empty()) {  // after every gate_up launch: the rows of h it reads are written
+      fp8_rows_quantize(hidden_rows, rows, I, offsets, static_cast<int>(E), down_fp8_rows.lo, down_fp8_rows.hi, h_q,
+                        h_scale, stream);
+      fp8_products(false, down, h_q, h_scale, down_fp8_rows, expert_out);
+    }
+    const int64_t down_elems = down_fp8 ? 16 : 8;
+    grouped_product<false>(args, down_fp8, I % down_elems == 0 && aligned16(down.data), use_mma, mma_min_rows,
+                           down_fp8_rows, T, rows, stream);
   }
-  const int64_t down_elems = down_fp8 ? 16 : 8;
-  grouped_product<false>(args, down_fp8, I % down_elems == 0 && aligned16(down.data), use_mma, mma_min_rows,
-                         down_fp8_rows, T, rows, stream);
 
   launch_combine(expert_out, slot_row, weights, out, T, k, H, stream);
 }
@@ -1075,6 +1163,8 @@ void moe_experts_by_expert(const __nv_bfloat16* x, const int32_t* expert_ids, co
   check_shape(shape);
   check_matrix(gate_up, "gate_up");
   check_matrix(down, "down");
+  DSINFER_CHECK(gate_up.format != WeightFormat::kW4A8 && down.format != WeightFormat::kW4A8,
+                "moe_experts_by_expert: W4A8 experts take moe_experts, which serves them at any size");
   const ByExpertLayout layout = by_expert_layout(shape);
   DSINFER_CHECK(scratch_bytes >= layout.total, "moe_experts: scratch of ", scratch_bytes, " bytes, ", layout.total,
                 " needed for ", shape.tokens, " tokens (moe_experts_by_expert_scratch_bytes)");

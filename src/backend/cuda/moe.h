@@ -8,7 +8,9 @@
 // bf16 activations, float32 accumulation, the intermediate h = silu(g) * u rounded to bf16 as the
 // dense path rounds it; FP8 experts with few rows (MoeShape::fp8_mma_max_rows) instead quantize both
 // products' inputs to fp8 per 128 columns and multiply them with the fp8 weights as stored, on the
-// tensor cores (moe_fp8_rows.h). Every kernel is sized on the host from the shapes alone (expert
+// tensor cores (moe_fp8_rows.h); W4A8 products (int4 weights, docs/w4a8.md) quantize their input to
+// e4m3 per row (or with the expert's static input scale) and take every expert, whatever its row
+// count, through moe_w4a8_rows.h. Every kernel is sized on the host from the shapes alone (expert
 // counts are computed and read on the device), so the op has no host synchronisation and no
 // allocation and can be captured in a CUDA graph. Deterministic: the same inputs give the same bits
 // on every run.
@@ -27,9 +29,16 @@ namespace dsinfer::backend::cuda {
 
 // One stacked expert matrix [E, N, K] in device memory (LinearWeight's data/scale/format as pointers).
 struct ExpertMatrix {
-  const void* data = nullptr;    // [E, N, K]: bf16 (kDense) or fp8 e4m3 (kFp8Block), contiguous
-  const float* scale = nullptr;  // kFp8Block: [E, ceil(N / 128), ceil(K / 128)] f32; kDense: null
+  // [E, N, K]: bf16 (kDense) or fp8 e4m3 (kFp8Block), contiguous; kW4A8: [E, N, K / 2] bytes, two int4
+  // values a byte (docs/w4a8.md)
+  const void* data = nullptr;
+  // kFp8Block: [E, ceil(N / 128), ceil(K / 128)] f32; kW4A8: [E, N, K / group_size] f32; kDense: null
+  const float* scale = nullptr;
   WeightFormat format = WeightFormat::kDense;
+  // kW4A8 only: columns per scale (divides K), and the experts' static activation scales [E] f32 or
+  // null (then each row's amax / 448).
+  int64_t group_size = 0;
+  const float* input_scale = nullptr;
 };
 
 struct MoeShape {
@@ -51,13 +60,23 @@ struct MoeShape {
   // ... and from this many rows: 2 leaves one-row experts to the one-row GEMV, 1 takes them too
   // (from 2 tokens on: a single token's experts all have one row, and stay on the GEMV). 1 or 2.
   int fp8_mma_min_rows = 2;
+  // W4A8 products quantize their inputs into the scratch: which products are W4A8 (they must match the
+  // ExpertMatrix formats moe_experts is given: these size the scratch), and whether gate_up's has static
+  // input scales (then x is quantized per row, i.e. per expert, not once per token).
+  bool w4a8_gate_up = false;
+  bool w4a8_gate_up_static = false;
+  bool w4a8_down = false;
+  // Kernel choice: the W4A8 products' reference kernel (moe_w4a8_rows.h's kReference) instead of the
+  // tensor-core one, which also takes the shapes the tensor-core kernel does not.
+  bool w4a8_reference = false;
 };
 
 // Bytes of device scratch moe_experts needs for shape (grows with shape.tokens): the per-expert row
 // offsets, the row permutation, h [T * k, I] bf16 and the per-row expert outputs [T * k, H] bf16.
 // About T * k * (I + H) * 2 bytes: 150 KB per token for V3. With fp8_mma_max_rows (and H, I
 // multiples of 128) also x and h quantized (e4m3 values stored as f16) with their scales,
-// (T * H + T * k * I) * 2 bytes + 2%: 47 KB per token for V3.
+// (T * H + T * k * I) * 2 bytes + 2%: 47 KB per token for V3. W4A8 products likewise: x (per token, or
+// per row with static scales: T * k * H * 2 bytes) and h quantized with one scale per row.
 size_t moe_experts_scratch_bytes(const MoeShape& shape);
 
 // x [T, H] bf16; expert_ids [T, k] int32 and weights [T, k] f32 (the router's output);
@@ -87,7 +106,7 @@ void moe_combine(const __nv_bfloat16* rows, const int32_t* slot_row, const float
 // plan runs on the device and its per-expert row counts are read back into host_offsets (pinned,
 // E + 1 ints): one host synchronisation, so this form is never captured in a graph. x's rows are
 // gathered into expert order first; silu(gate) * up is taken on the bf16 products, as the dense MLP
-// takes it. Empty experts call nothing.
+// takes it. Empty experts call nothing. Not for W4A8 matrices (moe_experts takes them at any size).
 //   product(in [rows, K] bf16, rows, matrix, expert, N, K, out [rows, N] bf16): out = in . W_e^T.
 using ExpertProduct = std::function<void(const __nv_bfloat16* in, int64_t rows, const ExpertMatrix& matrix,
                                          int64_t expert, int64_t out_features, int64_t in_features,
