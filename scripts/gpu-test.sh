@@ -41,6 +41,9 @@ step() {  # step NAME COMMAND...: runs it, keeps its log, records a failure
 step conformance "$build/src/backend/cuda/cuda_conformance_test"
 # Every tiling of our FP8 wgmma GEMMs (swap-AB and tiled) against the fallback GEMM, M 1 to 4096.
 step fp8-kernels "$build/src/backend/cuda/fp8_gemm_wgmma_check" --no-bench
+# W4A8 experts' int4 kernels against their reference kernel and a float64 host product, graph replay
+# and run-to-run bits (the timings and the 1.4x bar lines are printed without --quick).
+step w4a8-kernels "$build/src/backend/cuda/moe_w4a8_rows_check" --quick
 step models env DSINFER_TEST_DEVICE=cuda "$build/src/model/model_test"
 step graphs "$build/src/model/decode_graphs_test"
 step overlap "$build/src/runtime/overlap_executor_test"

@@ -1335,26 +1335,25 @@ void add_moe_cases(std::vector<Case>& cases, const Dims& d) {
     }
   }
   // W4A8 experts (docs/w4a8.md), int4 in groups of 128 (dsinfer quantize) and 32 (Kimi-K2), with e4m3
-  // activations per row or with static input scales: decode sizes (1 token: one row per expert; 16 and
-  // 128 / 96 tokens: a few rows per expert) and a prefill chunk of 1024 tokens (8192 rows: ~32 per expert
-  // for V3, so that experts are cut into several work items). Then a slice of the experts (expert
-  // parallelism), whose other ranks' tokens must come out as exact zeros.
-  // Every size with groups of 128 and per-row scales; the other variants at fewer sizes (the CPU's
-  // reference of 256 int4 experts is what this suite spends its time on).
+  // activations per row or with static input scales (1 token: one row per expert; 16: a few), then a
+  // slice of the experts (expert parallelism), whose other ranks' tokens must come out as exact zeros.
+  // Decode sizes only: the CPU's reference dequantizes every expert a step touches, and 256 int4
+  // experts at prefill sizes took minutes of the suite on the device (moe_w4a8_rows_check compares
+  // the kernels at every size, prefill included, with the reference kernel and a float64 product).
   struct W4a8Case {
     int64_t group;
     bool static_scales;
     std::vector<int64_t> tokens;
   };
-  for (const W4a8Case& c : {W4a8Case{128, false, d.pick<int64_t>({1, 16, 96, 1024}, {1, 16, 128, 1024})},
-                            W4a8Case{128, true, {16}}, W4a8Case{32, false, {16, 128}}, W4a8Case{32, true, {1}}}) {
+  for (const W4a8Case& c : {W4a8Case{128, false, {1, 16}}, W4a8Case{128, true, {1}}, W4a8Case{32, false, {1}},
+                            W4a8Case{32, true, {1}}}) {
     for (int64_t T : c.tokens)
       cases.push_back(moe_case(str_cat("E=", E, " top-", kTopK, " I=", I, " hidden ", H, " w4a8 group ", c.group,
                                        c.static_scales ? " static input scales" : " per-row scales", " T=", T),
                                T, ExpertSlice{0, E, E}, kTopK, I, H, WeightFormat::kW4A8, WeightFormat::kW4A8,
                                W4a8Experts{c.group, c.static_scales}));
   }
-  for (int64_t T : {1, 64})
+  for (int64_t T : {1})
     cases.push_back(moe_case(str_cat("E=", E, " slice [", 3 * E / 4, ", ", E, ") top-", kTopK, " I=", I, " hidden ", H,
                                      " w4a8 group 128 T=", T),
                              T, ExpertSlice{3 * E / 4, E / 4, E}, kTopK, I, H, WeightFormat::kW4A8,
