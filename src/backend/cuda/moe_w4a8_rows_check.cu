@@ -58,6 +58,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/check_buffers.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_fp8_rows.h"
@@ -83,52 +84,7 @@ constexpr int kReferenceTokens = 3;
 constexpr int64_t kCopyBytes = int64_t{1} << 30;
 constexpr int kWarmups = 3;
 
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes > 0) DSINFER_CUDA_CHECK(cudaMalloc(&data_, bytes));
-  }
-  ~DeviceBuffer() {
-    if (data_) cudaFree(data_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    std::swap(data_, other.data_);
-    std::swap(bytes_, other.bytes_);
-    return *this;  // other frees what this held
-  }
-  template <typename T = void>
-  T* get() const { return static_cast<T*>(data_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-template <typename T>
-void upload(DeviceBuffer& buffer, const std::vector<T>& host) {
-  DSINFER_CHECK(buffer.bytes() >= host.size() * sizeof(T), "upload: buffer too small");
-  DSINFER_CUDA_CHECK(cudaMemcpy(buffer.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-
-template <typename T>
-std::vector<T> download(const void* device, size_t count) {
-  std::vector<T> host(count);
-  DSINFER_CUDA_CHECK(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
-  return host;
-}
-
 // ---- the experts ----
-
-__host__ __device__ uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // n16 16-byte units of random bytes: int4 codes as they are (any byte is two valid codes), or e4m3 codes
 // with the two NaN codes (0x7f, 0xff) moved one step down.
