@@ -46,7 +46,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/check_buffers.cuh"
+#include "backend/cuda/moe_check_common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_fp8_rows.h"
@@ -128,8 +128,6 @@ void make_experts(Experts& ex) {
 
 // ---- a case: tokens, routing ----
 
-enum class RoutingKind { kUniform, kRepeated, kHot, kInvalid };
-
 struct Case {
   std::string name;
   int64_t tokens;
@@ -155,39 +153,9 @@ void make_inputs(const Case& c, uint64_t seed, Inputs& in) {
   in.tokens = T;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   in.x.resize(T * kHidden);
   for (uint16_t& v : in.x) v = bf16_bits(normal(rng));
-  in.ids.assign(T * kTopK, 0);
-  in.weights.assign(T * kTopK, 0.0f);
-  std::uniform_int_distribution<int32_t> pick(0, kExperts - 1);
-  for (int64_t t = 0; t < T; ++t) {
-    int32_t* row = &in.ids[t * kTopK];
-    for (int j = 0; j < kTopK; ++j) {  // k distinct experts (the hot case keeps its three out of the draw)
-      int32_t e;
-      do e = pick(rng);
-      while (std::find(row, row + j, e) != row + j ||
-             (c.routing == RoutingKind::kHot && (e == 3 || e == 7 || e == 11)));
-      row[j] = e;
-    }
-    switch (c.routing) {
-      case RoutingKind::kUniform: break;
-      case RoutingKind::kRepeated: row[0] = row[1] = row[2] = 5; break;  // expert 5 gets 3 rows of one token
-      case RoutingKind::kHot:  // exactly 64, 32 and 20 rows
-        row[0] = 3;
-        if (t < 32) row[1] = 7;
-        if (t < 20) row[2] = 11;
-        break;
-      case RoutingKind::kInvalid:
-        if (t % 5 == 0) row[3] = -1;
-        if (t % 7 == 0) row[5] = static_cast<int32_t>(kExperts);
-        if (t % 11 == 0) row[6] = row[0];
-        break;
-    }
-    float total = 0.0f;
-    for (int j = 0; j < kTopK; ++j) total += in.weights[t * kTopK + j] = 0.05f + unit(rng);
-    for (int j = 0; j < kTopK; ++j) in.weights[t * kTopK + j] *= 2.5f / total;
-  }
+  draw_routing(c.routing, T, kExperts, kTopK, rng, in.ids, in.weights);
   in.x_dev = DeviceBuffer(in.x.size() * sizeof(uint16_t));
   in.ids_dev = DeviceBuffer(in.ids.size() * sizeof(int32_t));
   in.weights_dev = DeviceBuffer(in.weights.size() * sizeof(float));
@@ -197,12 +165,7 @@ void make_inputs(const Case& c, uint64_t seed, Inputs& in) {
 }
 
 // Rows per expert of the valid ids.
-std::vector<int32_t> expert_counts(const Inputs& in) {
-  std::vector<int32_t> counts(kExperts, 0);
-  for (int32_t e : in.ids)
-    if (e >= 0 && e < kExperts) ++counts[e];
-  return counts;
-}
+std::vector<int32_t> expert_counts(const Inputs& in) { return cuda::expert_counts(in.ids, kExperts); }
 
 // ---- the op ----
 
@@ -354,19 +317,7 @@ std::vector<float> reference_token(const Experts& ex, const Inputs& in, int64_t 
 
 // sum (a - b)^2 / sum b^2 over `tokens` rows of [tokens, H] bf16 outputs.
 double nmse(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int64_t tokens) {
-  double err = 0.0, ref = 0.0;
-  for (int64_t i = 0; i < tokens * kHidden; ++i) {
-    const double x = bf16_value(a[i]), y = bf16_value(b[i]);
-    err += (x - y) * (x - y);
-    ref += y * y;
-  }
-  return ref > 0.0 ? err / ref : (err > 0.0 ? INFINITY : 0.0);
-}
-
-bool all_finite(const std::vector<uint16_t>& v) {
-  for (uint16_t bits : v)
-    if (!std::isfinite(bf16_value(bits))) return false;
-  return true;
+  return bf16_nmse(a, b, tokens * kHidden);
 }
 
 struct Failures {
@@ -381,30 +332,9 @@ struct Failures {
 
 // ---- timing ----
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 // Median microseconds of one call, the L2 flushed before each.
 double time_us(Device& d, int runs, const std::function<void()>& call) {
-  cudaEvent_t start, stop;
-  DSINFER_CUDA_CHECK(cudaEventCreate(&start));
-  DSINFER_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> us;
-  for (int run = 0; run < runs + kWarmups; ++run) {
-    DSINFER_CUDA_CHECK(cudaMemsetAsync(d.flush.get(), run & 0xff, d.flush.bytes(), d.stream));
-    DSINFER_CUDA_CHECK(cudaEventRecord(start, d.stream));
-    call();
-    DSINFER_CUDA_CHECK(cudaEventRecord(stop, d.stream));
-    DSINFER_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    DSINFER_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (run >= kWarmups) us.push_back(1e3 * ms);
-  }
-  DSINFER_CUDA_CHECK(cudaEventDestroy(start));
-  DSINFER_CUDA_CHECK(cudaEventDestroy(stop));
-  return median(us);
+  return cuda::time_us(d.stream, d.flush, runs, kWarmups, call);
 }
 
 void print_rate(const char* what, double us, int64_t bytes, double copy_tbps) {
@@ -413,14 +343,7 @@ void print_rate(const char* what, double us, int64_t bytes, double copy_tbps) {
               100.0 * tbps / copy_tbps);
 }
 
-double measure_copy_tbps(Device& d, int runs) {
-  DeviceBuffer a(kCopyBytes), b(kCopyBytes);
-  DSINFER_CUDA_CHECK(cudaMemsetAsync(a.get(), 1, kCopyBytes, d.stream));
-  const double us = time_us(d, runs, [&] {
-    DSINFER_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), kCopyBytes, cudaMemcpyDeviceToDevice, d.stream));
-  });
-  return 2.0 * kCopyBytes / (us * 1e-6) / 1e12;
-}
+double measure_copy_tbps(Device& d, int runs) { return copy_tbps(d.stream, d.flush, runs, kWarmups, kCopyBytes); }
 
 // ---- the products called directly: 1 and 2 scale blocks per stage, both load forms, checked bitwise, then timed ----
 
@@ -558,7 +481,7 @@ void run_case(Device& d, const Experts& ex, const Case& c, uint64_t seed, bool q
   const std::vector<uint16_t> fp8_path = run_moe_result(d, ex, in, c.fp8_max_rows);
   const std::vector<uint16_t> fp8_again = run_moe_result(d, ex, in, c.fp8_max_rows);
   const std::vector<uint16_t> fp8_graph = run_moe_graph(d, ex, in, c.fp8_max_rows);
-  failures.check(all_finite(old_path) && all_finite(fp8_path), c.name + ": non-finite output");
+  failures.check(bf16_all_finite(old_path) && bf16_all_finite(fp8_path), c.name + ": non-finite output");
   const double against_old = nmse(fp8_path, old_path, c.tokens);
   std::printf("  NMSE FP8 path vs old kernels: %.3e (bound %.0e)\n", against_old, kBoundAgainstOld);
   failures.check(against_old <= kBoundAgainstOld, c.name + ": FP8 path vs old kernels");
