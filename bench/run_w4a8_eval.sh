@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# W4A8 experts' accuracy on the bundled model (issue 9), on the CPU (the reference backend; the GPU
-# kernel is still to come):
+# W4A8 experts' accuracy on the bundled model (issue 9), on the CPU (the reference backend, which the
+# GPU's int4 kernels are checked against):
 #   - `dsinfer quantize --method w4a8` (round to nearest, group 128) writes the W4A8 copy;
 #   - `dsinfer eval` on the five exact-match tasks, NUM problems a task (1000 by default), for the bf16
 #     model, the W4A8 copy, and the W4A8 copy with the FP8 KV cache: each task's accuracy and the

@@ -103,9 +103,11 @@ PreparedStep Engine::Impl::prepare() {
     // Drafts past the tokens the plan gave the sequence are dropped.
     s.drafts.resize(std::min<size_t>(s.drafts.size(), std::max<int64_t>(0, s.num_computed + w.num_tokens - known)));
     const bool samples = s.num_computed + w.num_tokens == known + static_cast<int64_t>(s.drafts.size());
-    std::span<const int32_t> input = std::span(s.tokens).subspan(s.num_computed, w.num_tokens);
+    // The piece: its tokens from the cache on, then its drafts.
+    std::span<const int32_t> input =
+        std::span(s.tokens).subspan(s.num_computed, w.num_tokens - static_cast<int64_t>(s.drafts.size()));
     if (!s.drafts.empty()) {
-      piece.assign(input.begin(), input.end() - static_cast<std::ptrdiff_t>(s.drafts.size()));
+      piece.assign(input.begin(), input.end());
       piece.insert(piece.end(), s.drafts.begin(), s.drafts.end());
       input = piece;
     }

@@ -16,6 +16,7 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "core/source_path.h"
+#include "core/strings.h"
 #include "runtime/completion.h"
 #include "runtime/engine.h"
 
@@ -40,23 +41,11 @@ class SpeculativeEngineTest : public ::testing::Test {
   static std::vector<std::vector<int32_t>> prompts(int count) {
     std::vector<std::vector<int32_t>> out;
     for (const char* task : {"arith", "sort", "count", "reverse"}) {
-      std::vector<std::string> lines = split_lines(read_file(dir_ + "/eval/" + task + ".jsonl"));
+      const std::vector<std::string> lines = split(read_file(dir_ + "/eval/" + task + ".jsonl"), '\n');
       for (int i = 0; i < 2 && static_cast<int>(out.size()) < count; ++i)
         out.push_back(tokenizer_->encode(Json::parse(lines[i]).find("prompt")->as_string(), false));
     }
     return out;
-  }
-
-  static std::vector<std::string> split_lines(const std::string& text) {
-    std::vector<std::string> lines;
-    size_t start = 0;
-    while (start < text.size()) {
-      size_t end = text.find('\n', start);
-      if (end == std::string::npos) end = text.size();
-      if (end > start) lines.push_back(text.substr(start, end - start));
-      start = end + 1;
-    }
-    return lines;
   }
 
   // Every prompt submitted at once; the tokens of each, in order (and their logprobs, when asked).
