@@ -14,8 +14,8 @@
 // b's [b W, (b + 1) W) (W = shared_tiles * k_blocks / grid, rounded down at each end). A tile whose
 // K blocks fall in one block's range is computed whole by it; otherwise each block of the tile's
 // range computes a piece (its K blocks of the tile), and the pieces are added up (fp8_gemm_tiled.cu).
-// With whole_tiles a multiple of the grid and shared_tiles >= grid, every range is at least one
-// tile long, so a block has at most two pieces: its range's first and its last.
+// Every range holds at least one K block (the host's grid is at most the shared K blocks), and only
+// its first and last pieces can be shared (those between are whole tiles): two partial slots a block.
 #pragma once
 
 #include <cstdint>
