@@ -17,20 +17,29 @@
 //   per row, at most 256) along a row, ty = 256 / tx rows. grid.x covers a row's units, grid.y the
 //   rows (at most 65535 blocks; the kernel loops over the rest), so one wide row still spreads over
 //   many SMs (decode, T = 1).
-//   silu_mul (16-byte units) and silu_mul_quant_fp8: 128-thread blocks, each thread 2 units of a
-//   row (unit = blockIdx.x * 256 + threadIdx.x + 128 j, its 4 loads of 16 bytes issued before any is
-//   used); grid.x covers a row (V3's I = 2048: 256 units, one block), grid.y the rows (<= 65535,
-//   looping beyond). The quantized form's 128-column group is 16 consecutive units, the 16 lanes of
-//   one half-warp: amax by 4 shuffle steps, each lane stores its 8 e4m3 bytes, the half's first lane
-//   the scale; padding rows store zeros and scale 1 without the arithmetic. The quantized form is
-//   bound by instruction issue, not bytes: at the copy rate an SM has 35 to 40 issue slots per
-//   element (4 bytes read, ~1 written). SiLU's gate / (1 + exp(-gate)) takes the division's own fast
-//   path for a unit when all 8 gates are in range (silu_times_unit), one branch a unit instead of a
-//   range check and branch an element, with the division's bits: ~20 instructions an element (expf 9, the
-//   range test 2.5, division and product 7, unpacking 2). The bf16 rounding, the quantization
-//   (vector.cuh) and the stores take ~13 more (~21 before it, when each quotient and the
-//   scale were divisions with their own checks and the rounded pair was rebuilt from its halves:
-//   ~43 an element in all, 53% / 64% of copy at I = 2048 and 4096 / 16384 tokens on an H200; ~34 now).
+//   silu_mul (16-byte units): 128-thread blocks, each thread 2 units of a row (unit = blockIdx.x *
+//   256 + threadIdx.x + 128 j, its 4 loads of 16 bytes issued before any is used); grid.x covers a
+//   row (V3's I = 2048: 256 units, one block), grid.y the rows (<= 65535, looping beyond).
+//   SiLU's gate / (1 + exp(-gate)) takes the division's own fast path when all of a thread's gates
+//   are in range (silu_times_units, tested on the bf16 bits), with the division's bits: ~18
+//   instructions an element (expf 8, division and product 7, unpacking 2, the range test 1.5).
+//   silu_mul_quant_fp8: bound by instruction issue as much as by bytes: at the copy rate an SM has
+//   ~39 issue slots per element (4 bytes read, ~1 written), and the SiLU, the bf16 rounding and the
+//   quantization (vector.cuh) take ~27 of them. So every instruction counts, and the loads must
+//   stay in flight through the arithmetic:
+//   - a warp holds 4 of a row's 128-column groups, each on 8 lanes with 2 units a lane (units
+//     16 g + l % 8 and + 8: every load instruction reads 128 contiguous bytes per 8 lanes), so a
+//     group's amax takes 3 shuffle steps and one scale computation per 16 elements; the group's
+//     first lane stores the scale. Lanes of groups past the row (I / 128 not a multiple of 4)
+//     compute on zeros and touch no memory.
+//   - one wave of 128-thread blocks (5 per SM, <= 96 registers): grid.x covers a row's warps (V3's
+//     I = 2048: 4 warps, one block; 18432: 9 blocks), grid.y = the rows split evenly over the
+//     blocks resident at once; a block walks rows blockIdx.y, + gridDim.y, ... and loads the next
+//     row's words (4 x 16 bytes a lane) before the current row's arithmetic, then writes its
+//     padding rows (zeros, scale 1, no arithmetic). Offsets advance by a step a row.
+//   ~29 instructions an element in all. Before this layout (one row a block, 16 lanes a group, per-
+//   element float range tests, addresses as products of the row): ~35 an element and no loads in
+//   flight during the arithmetic, 69% / 75% of copy at I = 2048 / 18432 and 16384 tokens (H200).
 //   bf16 accesses are single 16-byte instructions.
 //   flat ops (add_inplace, conversions): one 8-element chunk per thread, grid-stride loop.
 #include "backend/cuda/elementwise.h"
@@ -162,63 +171,72 @@ __global__ void silu_mul_scalar_kernel(const bf16* __restrict__ x, bf16* __restr
   for_each_row_unit(inter, tokens, body);
 }
 
-// silu_times for the 8 values of a unit, the same bits. gate / d (d = 1 + exp(-gate)) is the
-// division's own fast path (nvcc's div.rn for sm_90: MUFU.RCP and one Newton step for 1 / d, q0 =
-// gate / d approximately, the remainder gate - d q0 exact by FMA, one correction) without its
-// per-element range check (FCHK) and branch to a subroutine: when 2^-60 <= |gate| <= 27 for all 8,
-// d is in [1, 2^40) and every operand, the remainder and the quotient (>= 2^-100) are normal, where
-// that check passes. Any other gate (0, tiny, large, inf, NaN: rare) takes the divisions themselves.
-__device__ __forceinline__ void silu_times_unit(float (&gate)[kChunk], const float (&up)[kChunk]) {
-  float denominator[kChunk];
+// Whether every gate of a unit (8 bf16, 16 bytes) has 2^-60 <= |gate| <= 27 (false for a NaN), on the
+// bits: magnitudes order as their bits do (a NaN's above every number's), two to an instruction
+// (~1.5 instructions an element; as float comparisons, ~2.5).
+__device__ __forceinline__ bool gates_in_fast_range(const uint4& raw_gate) {
+  constexpr uint32_t kMagnitudes = 0x7fff7fffu;
+  constexpr uint32_t kLowest = 0x21802180u;   // 2^-60 in both halves
+  constexpr uint32_t kHighest = 0x41d841d8u;  // 27
+  const uint32_t a = raw_gate.x & kMagnitudes, b = raw_gate.y & kMagnitudes;
+  const uint32_t c = raw_gate.z & kMagnitudes, d = raw_gate.w & kMagnitudes;
+  const uint32_t high = __vmaxu2(__vmaxu2(a, b), __vmaxu2(c, d));
+  const uint32_t low = __vminu2(__vminu2(a, b), __vminu2(c, d));
+  return (__vmaxu2(high, kHighest) == kHighest) & (__vminu2(low, kLowest) == kLowest);
+}
+
+// silu_times for the kUnits x 8 values of kUnits units (gate: raw_gate's values as floats), the same
+// bits. gate / d (d = 1 + exp(-gate)) is the division's own fast path (nvcc's div.rn for sm_90:
+// MUFU.RCP and one Newton step for 1 / d, q0 = gate / d approximately, the remainder gate - d q0
+// exact by FMA, one correction) without its per-element range check (FCHK) and branch to a
+// subroutine: when 2^-60 <= |gate| <= 27 for all of them, d is in [1, 2^40) and every operand, the
+// remainder and the quotient (>= 2^-100) are normal, where that check passes. Any other gate (0,
+// tiny, large, inf, NaN: rare) sends all of them through the divisions themselves.
+template <int kUnits>
+__device__ __forceinline__ void silu_times_units(const uint4 (&raw_gate)[kUnits], float (&gate)[kUnits][kChunk],
+                                                 const float (&up)[kUnits][kChunk]) {
+  float denominator[kUnits][kChunk];
   bool inside = true;
 #pragma unroll
-  for (int i = 0; i < kChunk; ++i) {
-    denominator[i] = 1.0f + expf(-gate[i]);
-    inside &= fabsf(gate[i]) >= 0x1p-60f && fabsf(gate[i]) <= 27.0f;  // false for NaN
+  for (int j = 0; j < kUnits; ++j) {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) denominator[j][i] = 1.0f + expf(-gate[j][i]);
+    inside &= gates_in_fast_range(raw_gate[j]);
   }
   if (inside) {
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      const float d = denominator[i];
-      float approximate;
-      asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(approximate) : "f"(d));
-      const float y = __fmaf_rn(approximate, __fmaf_rn(-d, approximate, 1.0f), approximate);
-      const float q0 = __fmaf_rn(gate[i], y, 0.0f);
-      gate[i] = __fmul_rn(__fmaf_rn(y, __fmaf_rn(-d, q0, gate[i]), q0), up[i]);
+    for (int j = 0; j < kUnits; ++j) {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) {
+        const float d = denominator[j][i];
+        float approximate;
+        asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(approximate) : "f"(d));
+        const float y = __fmaf_rn(approximate, __fmaf_rn(-d, approximate, 1.0f), approximate);
+        const float q0 = __fmaf_rn(gate[j][i], y, 0.0f);
+        gate[j][i] = __fmul_rn(__fmaf_rn(y, __fmaf_rn(-d, q0, gate[j][i]), q0), up[j][i]);
+      }
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) gate[i] = gate[i] / denominator[i] * up[i];
+    for (int j = 0; j < kUnits; ++j) {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) gate[j][i] = gate[j][i] / denominator[j][i] * up[j][i];
+    }
   }
 }
 
 constexpr int kSiluThreads = 128;
 constexpr int kSiluUnits = 2;  // 16-byte units per thread
 constexpr int kQuantGroup = 128;  // columns per FP8 scale (kFp8Block in fp8_gemm.h)
-constexpr int kGroupUnits = kQuantGroup / kChunk;  // 16: half a warp
+constexpr int kGroupUnits = kQuantGroup / kChunk;  // 16
 
-// 16-byte units, kSiluUnits per thread (see the top). kQuant: q and scales as well (and out only when
-// not null); rows in [rows, padded_rows) are the quantized padding (zeros, scale 1: what quantizing
-// zeros gives). Without kQuant padded_rows == rows.
-template <bool kQuant>
+// silu_mul, 16-byte units, kSiluUnits per thread (see the top).
 __global__ void __launch_bounds__(kSiluThreads)
-    silu_mul_vector_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, __nv_fp8_e4m3* __restrict__ q,
-                           float* __restrict__ scales, int64_t rows, int64_t padded_rows, int64_t inter) {
+    silu_mul_vector_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, int64_t rows, int64_t inter) {
   allow_dependent_launch();  // the down projection after it (gemv.h) starts streaming its weights
   const int64_t units = inter / kChunk;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * (kSiluThreads * kSiluUnits) + threadIdx.x;
-  for (int64_t row = blockIdx.y; row < padded_rows; row += gridDim.y) {
-    if (kQuant && row >= rows) {  // the whole block: a padding row
-#pragma unroll
-      for (int j = 0; j < kSiluUnits; ++j) {
-        const int64_t unit = first + j * kSiluThreads;
-        if (unit < units) {
-          *reinterpret_cast<uint2*>(q + row * inter + unit * kChunk) = make_uint2(0u, 0u);
-          if (unit % kGroupUnits == 0) scales[unit / kGroupUnits * padded_rows + row] = 1.0f;
-        }
-      }
-      continue;
-    }
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
     // One 16-byte load per unit and half (ld.global.nc.v4; a Bf16x8 copy compiled to four 4-byte loads).
     const uint4* gate = reinterpret_cast<const uint4*>(x + row * 2 * inter);
     const uint4* up = gate + units;
@@ -234,43 +252,149 @@ __global__ void __launch_bounds__(kSiluThreads)
 #pragma unroll
     for (int j = 0; j < kSiluUnits; ++j) {
       const int64_t unit = first + j * kSiluThreads;
-      const bool valid = unit < units;
-      float h[kChunk];
-      if (valid) {
-        float u[kChunk];
-        unpack_bf16_words(raw_gate[j], h);
-        unpack_bf16_words(raw_up[j], u);
-        silu_times_unit(h, u);
-      }
-      if constexpr (!kQuant) {
-        if (valid) reinterpret_cast<uint4*>(out + row * inter)[unit] = pack_bf16_words(h);
-      } else {
-        // h as silu_mul stores it (bf16), quantized as quantize_fp8_per_token_group would; past the
-        // row (a partial block) unused zeros.
-        uint4 rounded = make_uint4(0u, 0u, 0u, 0u);
-        if (valid) {
-          rounded = pack_bf16_words(h);
-          if (out != nullptr) reinterpret_cast<uint4*>(out + row * inter)[unit] = rounded;
-        }
-        uint2 packed;
-        const float scale = quantize_fp8_half_warp_group(rounded, packed);
-        if (valid) {
-          *reinterpret_cast<uint2*>(q + row * inter + unit * kChunk) = packed;
-          if (unit % kGroupUnits == 0) scales[unit / kGroupUnits * padded_rows + row] = scale;
-        }
+      if (unit < units) {
+        const uint4 gate_words[1] = {raw_gate[j]};
+        float h[1][kChunk], u[1][kChunk];
+        unpack_bf16_words(raw_gate[j], h[0]);
+        unpack_bf16_words(raw_up[j], u[0]);
+        silu_times_units<1>(gate_words, h, u);
+        reinterpret_cast<uint4*>(out + row * inter)[unit] = pack_bf16_words(h[0]);
       }
     }
   }
 }
 
-template <bool kQuant>
-void launch_silu_mul_vector(const bf16* x, bf16* out, __nv_fp8_e4m3* q, float* scales, int64_t rows,
-                            int64_t padded_rows, int64_t inter, cudaStream_t stream) {
+void launch_silu_mul_vector(const bf16* x, bf16* out, int64_t rows, int64_t inter, cudaStream_t stream) {
   const int64_t units = inter / kChunk;
   const int64_t blocks_x = (units + kSiluThreads * kSiluUnits - 1) / (kSiluThreads * kSiluUnits);
   DSINFER_CHECK(blocks_x <= INT32_MAX, "silu_mul: rows of ", inter, " exceed the grid");
-  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(std::min(padded_rows, kMaxFlatBlocks)));
-  silu_mul_vector_kernel<kQuant><<<grid, kSiluThreads, 0, stream>>>(x, out, q, scales, rows, padded_rows, inter);
+  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(std::min(rows, kMaxFlatBlocks)));
+  silu_mul_vector_kernel<<<grid, kSiluThreads, 0, stream>>>(x, out, rows, inter);
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+// ---- silu_mul_quant_fp8 ----
+
+constexpr int kQuantWarpGroups = 4;  // 128-column groups a warp covers in a row: 8 lanes each
+constexpr int kSiluQuantBlocksPerSm = 5;  // guaranteed by the launch bounds (<= 96 registers)
+
+// One row's gate and up words of a lane's two units (units g * 16 + l % 8 and that + 8 of its
+// group g).
+struct SiluQuantWords {
+  uint4 gate[2], up[2];
+};
+
+// silu_mul fused with the FP8 quantization of h (see the top): a warp holds 4 groups of a row, 2 units
+// a lane, and walks rows blockIdx.y, + gridDim.y, ...; the next row's words are loaded before the
+// current row's arithmetic. Then the padding rows it meets in [rows, padded_rows): q zeros and
+// scale 1. Offsets advance by a step a row (as products of the row they took ~40 instructions a row).
+__global__ void __launch_bounds__(kSiluThreads, kSiluQuantBlocksPerSm)
+    silu_mul_quant_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, __nv_fp8_e4m3* __restrict__ q,
+                          float* __restrict__ scales, int rows, int padded_rows, int64_t inter, int64_t x_step,
+                          int64_t h_step) {
+  allow_dependent_launch();  // the down projection after it (gemv.h) starts streaming its weights
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t groups = inter / kQuantGroup, units = inter / kChunk;
+  const int64_t first_group =
+      (static_cast<int64_t>(blockIdx.x) * (kSiluThreads / 32) + threadIdx.x / 32) * kQuantWarpGroups;
+  if (first_group >= groups) return;  // the whole warp: past the row
+  const int64_t group = first_group + lane / 8;
+  // A lane of a group past the row (the row's last warp, when groups % 4 != 0) touches no memory and
+  // computes on zero words (every lane takes part in the group shuffles; zeros quantize to zeros).
+  const bool active = group < groups;
+  const bool writes_scale = active && lane % 8 == 0;
+  const int64_t unit = group * kGroupUnits + lane % 8;  // and unit + 8
+  const int row_step = static_cast<int>(gridDim.y);
+
+  // x's words of the row loaded next (16-byte units; x_step = gridDim.y rows of them); h's units (q: 8
+  // bytes, out: 16; h_step = gridDim.y rows) and the scale of the row stored next.
+  const uint4* x_words = reinterpret_cast<const uint4*>(x);
+  int64_t x_offset = blockIdx.y * 2 * units + unit;
+  int64_t h_offset = blockIdx.y * units + unit;
+  float* scale = scales + group * padded_rows + blockIdx.y;
+
+  auto load = [&](bool exists, SiluQuantWords& words) {
+    if (active && exists) {
+      words.gate[0] = __ldg(x_words + x_offset);
+      words.gate[1] = __ldg(x_words + x_offset + 8);
+      words.up[0] = __ldg(x_words + x_offset + units);
+      words.up[1] = __ldg(x_words + x_offset + units + 8);
+    }
+    x_offset += x_step;
+  };
+  auto process = [&](const SiluQuantWords& words) {
+    // h as silu_mul stores it (bf16), quantized as quantize_fp8_per_token_group would.
+    float h[2][kChunk], u[2][kChunk];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      unpack_bf16_words(words.gate[j], h[j]);
+      unpack_bf16_words(words.up[j], u[j]);
+    }
+    silu_times_units<2>(words.gate, h, u);
+    uint4 rounded[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      rounded[j] = pack_bf16_words(h[j]);
+      if (active && out != nullptr) reinterpret_cast<uint4*>(out)[h_offset + 8 * j] = rounded[j];
+    }
+    uint2 packed[2];
+    const float group_scale = quantize_fp8_lane_group<2>(rounded, packed);
+    if (active) {
+      uint2* q_units = reinterpret_cast<uint2*>(q) + h_offset;
+      q_units[0] = packed[0];
+      q_units[8] = packed[1];
+    }
+    if (writes_scale) *scale = group_scale;
+    h_offset += h_step;
+    scale += row_step;
+  };
+
+  // Two sets of words used in turn (no copy between them): the row in `current` is processed while
+  // the next one's loads are in flight.
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  SiluQuantWords even = {{zero, zero}, {zero, zero}}, odd = even;
+  int row = static_cast<int>(blockIdx.y);
+  auto step = [&](const SiluQuantWords& current, SiluQuantWords& following) {
+    const int next = row + row_step;
+    load(next < rows, following);
+    process(current);
+    row = next;
+    return next < rows;
+  };
+  if (row < rows) {
+    load(true, even);
+    while (step(even, odd) && step(odd, even)) {
+    }
+  }
+  for (; row < padded_rows; row += row_step) {
+    if (active) {
+      uint2* q_units = reinterpret_cast<uint2*>(q) + h_offset;
+      q_units[0] = make_uint2(0u, 0u);
+      q_units[8] = make_uint2(0u, 0u);
+    }
+    if (writes_scale) *scale = 1.0f;
+    h_offset += h_step;
+    scale += row_step;
+  }
+}
+
+void launch_silu_mul_quant(const bf16* x, bf16* out, __nv_fp8_e4m3* q, float* scales, int64_t rows,
+                           int64_t padded_rows, int64_t inter, cudaStream_t stream) {
+  const int64_t warps_per_row = (inter / kQuantGroup + kQuantWarpGroups - 1) / kQuantWarpGroups;
+  const int64_t blocks_x = (warps_per_row + kSiluThreads / 32 - 1) / (kSiluThreads / 32);
+  DSINFER_CHECK(blocks_x <= INT32_MAX, "silu_mul_quant_fp8: rows of ", inter, " exceed the grid");
+  // One wave of blocks, as many on every SM: the rows they walk differ by at most one a block, so an
+  // SM's rows (and instructions) by at most a few percent.
+  int device = 0, sms = 0;
+  DSINFER_CUDA_CHECK(cudaGetDevice(&device));
+  DSINFER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t row_slots = std::max<int64_t>(1, int64_t{sms} * kSiluQuantBlocksPerSm / blocks_x);
+  const int64_t blocks_y = std::min(padded_rows, row_slots);
+  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
+  const int64_t units = inter / kChunk;
+  silu_mul_quant_kernel<<<grid, kSiluThreads, 0, stream>>>(x, out, q, scales, static_cast<int>(rows),
+                                                           static_cast<int>(padded_rows), inter,
+                                                           blocks_y * 2 * units, blocks_y * units);
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 
@@ -367,7 +491,7 @@ void silu_mul(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_
   // Each row's gate and up halves start at multiples of `inter` elements, so 16-byte units need
   // inter % 8 == 0 on top of aligned base pointers.
   if (inter % kChunk == 0 && aligned16(x) && aligned16(out)) {
-    launch_silu_mul_vector<false>(x, out, nullptr, nullptr, tokens, tokens, inter, stream);
+    launch_silu_mul_vector(x, out, tokens, inter, stream);
     return;
   }
   RowGrid launch = row_grid(tokens, inter);
@@ -377,14 +501,15 @@ void silu_mul(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_
 
 void silu_mul_quant_fp8(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_t padded_tokens,
                         int64_t inter, __nv_fp8_e4m3* q, float* scales, cudaStream_t stream) {
-  DSINFER_CHECK(tokens >= 0 && padded_tokens >= tokens && inter > 0 && inter % kQuantGroup == 0,
+  DSINFER_CHECK(tokens >= 0 && padded_tokens >= tokens && padded_tokens <= INT32_MAX / 2 && inter > 0 &&
+                    inter % kQuantGroup == 0,
                 "silu_mul_quant_fp8: ", tokens, " tokens padded to ", padded_tokens, ", width ", inter,
                 " (a positive multiple of 128)");
   DSINFER_CHECK(aligned16(x) && (out == nullptr || aligned16(out)) && reinterpret_cast<uintptr_t>(q) % 8 == 0 &&
                     reinterpret_cast<uintptr_t>(scales) % 4 == 0,
                 "silu_mul_quant_fp8: x and out need 16-byte alignment, q 8 and scales 4");
   if (padded_tokens == 0) return;
-  launch_silu_mul_vector<true>(x, out, q, scales, tokens, padded_tokens, inter, stream);
+  launch_silu_mul_quant(x, out, q, scales, tokens, padded_tokens, inter, stream);
 }
 
 void concat_columns(const void* a, int64_t a_cols, const void* b, int64_t b_cols, void* out, int64_t rows,
