@@ -31,10 +31,16 @@
 //   A W4A8 product (int4 weights) is instead one quantization of its input (x per token, or per row
 //   with the experts' static input scales; h per row) and one w4a8_rows_product over every expert
 //   (moe_w4a8_rows.h), whatever its row count.
-//   4. combine_kernel, grid (H / 8 / 128 blocks, T), 128 threads: out[t] = sum_j w[t, j] * y[row(t, j)]
-//      in slot order j = 0..k-1 (deterministic, no atomics) over the slots the plan kept (a skipped
-//      slot has row -1 and adds nothing; a token without kept slots gets zeros); a thread's loads of
-//      8 slots go out together. Bytes: T k H 2 read, T H 2 written (moe_combine times it alone).
+//   4. combine_kernel: out[t] = sum_j w[t, j] * y[row(t, j)] in slot order j = 0..k-1
+//      (deterministic, no atomics) over the slots the plan kept (a skipped slot has row -1 and adds
+//      nothing; a token without kept slots gets zeros). Bytes: T k H 2 read, T H 2 written
+//      (moe_combine times it alone). 128 threads, a thread one 16-byte unit of H (grid.x = H / 8 /
+//      128 = 7 for V3); one wave of blocks (6 per SM, <= 80 registers; grid.y = SMs x 6 / grid.x,
+//      at most T), each walking tokens blockIdx.y, + gridDim.y, ... A token's 8 row loads are
+//      predicated (not branched around) and issued before any is converted, and the next token's
+//      slots (rows and weights) load while they are in flight: one round trip a token, 128 bytes in
+//      flight a thread. (The loads had sat in branches, each followed by its conversion: eight round
+//      trips a token after the one for its slots, 51% of copy at 16384 tokens on an H200.)
 // The product kernels are persistent (grid = SMs x guaranteed resident blocks, at most the work);
 // every block lists the experts it serves from the device offsets and walks the work items of those
 // only, so an empty expert costs nothing.
@@ -108,6 +114,7 @@ constexpr int kTileK = 64;
 constexpr int kSmemStride = kTileK + 8;  // 144-byte shared rows: ldmatrix's 8 row reads hit distinct banks
 constexpr int kCombineThreads = 128;
 constexpr int kCombineBatch = 8;  // slots whose loads the combine issues together (V3: top-8, all of them)
+constexpr int kCombineBlocksPerSm = 6;  // guaranteed by the combine's launch bounds (<= 80 registers)
 
 __host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -669,48 +676,77 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 // ---- 4. combine ----
 
+// A batch of a token's slots: their rows in expert_out (-1: skipped, or past top_k) and weights.
+struct CombineSlots {
+  int row[kCombineBatch];
+  float weight[kCombineBatch];
+};
+
+// Slots [first, first + count) of the flattened [tokens, top_k] arrays, count <= kCombineBatch.
+__device__ __forceinline__ void load_combine_slots(const int32_t* __restrict__ slot_row,
+                                                   const float* __restrict__ weights, int64_t first, int count,
+                                                   CombineSlots& slots) {
+#pragma unroll
+  for (int b = 0; b < kCombineBatch; ++b) {
+    slots.row[b] = b < count ? __ldg(slot_row + first + b) : -1;
+    slots.weight[b] = b < count ? __ldg(weights + first + b) : 0.0f;
+  }
+}
+
+// out[t] = sum_j w[t, j] * expert_out[row(t, j)] for this thread's unit (8 columns, or 1 without
+// kVector) of the tokens blockIdx.y, + gridDim.y, ... (see the top). A batch's row loads are
+// predicated, not branched around, and their conversions come after all of them, so the 8 loads are
+// in flight together; the next token's slots load while this token's rows are in flight.
 template <bool kVector>
-__global__ void __launch_bounds__(kCombineThreads)
+__global__ void __launch_bounds__(kCombineThreads, kCombineBlocksPerSm)
     combine_kernel(const bf16* __restrict__ expert_out, const int32_t* __restrict__ slot_row,
                    const float* __restrict__ weights, bf16* __restrict__ out, int tokens, int top_k, int64_t hidden) {
   allow_dependent_launch();  // the shared expert's product after it (gemv.h)
   constexpr int kElems = kVector ? 8 : 1;
+  using Raw = std::conditional_t<kVector, uint4, uint16_t>;  // a unit's bf16 bits
   const int64_t units = hidden / kElems;
   const int64_t unit = int64_t{blockIdx.x} * kCombineThreads + threadIdx.x;
   if (unit >= units) return;
-  for (int t = static_cast<int>(blockIdx.y); t < tokens; t += static_cast<int>(gridDim.y)) {
+  const Raw* rows = reinterpret_cast<const Raw*>(expert_out) + unit;
+  const int64_t step = gridDim.y;
+  const int first_count = min(top_k, kCombineBatch);
+  CombineSlots next;
+  load_combine_slots(slot_row, weights, int64_t{blockIdx.y} * top_k, first_count, next);
+  for (int64_t t = blockIdx.y; t < tokens; t += step) {
     float sum[kElems];
 #pragma unroll
     for (int i = 0; i < kElems; ++i) sum[i] = 0.0f;
-    // kCombineBatch slots at a time, every load of the batch issued before the first is used (two
-    // round trips a batch, the rows then their values, instead of two a slot); then the sums in slot
-    // order j = 0..k-1: the same bits on every run.
+    // kCombineBatch slots at a time; the sums in slot order j = 0..k-1: the same bits on every run.
     for (int j0 = 0; j0 < top_k; j0 += kCombineBatch) {
-      int row[kCombineBatch];
-      float w[kCombineBatch];
-#pragma unroll
-      for (int b = 0; b < kCombineBatch; ++b) {
-        const int64_t flat = int64_t{t} * top_k + j0 + b;
-        row[b] = j0 + b < top_k ? slot_row[flat] : -1;
-        w[b] = row[b] >= 0 ? weights[flat] : 0.0f;
+      CombineSlots slots;
+      if (j0 == 0) {
+        slots = next;
+      } else {
+        load_combine_slots(slot_row, weights, t * top_k + j0, min(top_k - j0, kCombineBatch), slots);
       }
-      float v[kCombineBatch][kElems];
-#pragma unroll
-      for (int b = 0; b < kCombineBatch; ++b)
-        if (row[b] >= 0) load_activations<kElems>(expert_out + row[b] * hidden + unit * kElems, v[b]);
+      Raw raw[kCombineBatch];
 #pragma unroll
       for (int b = 0; b < kCombineBatch; ++b) {
-        if (row[b] < 0) continue;
+        if (slots.row[b] >= 0) raw[b] = rows[slots.row[b] * units];
+      }
+      if (j0 == 0 && t + step < tokens) load_combine_slots(slot_row, weights, (t + step) * top_k, first_count, next);
 #pragma unroll
-        for (int i = 0; i < kElems; ++i) sum[i] = fmaf(w[b], v[b][i], sum[i]);
+      for (int b = 0; b < kCombineBatch; ++b) {
+        if (slots.row[b] < 0) continue;
+        float v[kElems];
+        if constexpr (kVector) {
+          unpack_bf16_words(raw[b], v);
+        } else {
+          v[0] = bf16_low(raw[b]);
+        }
+#pragma unroll
+        for (int i = 0; i < kElems; ++i) sum[i] = fmaf(slots.weight[b], v[i], sum[i]);
       }
     }
-    bf16* target = out + int64_t{t} * hidden + unit * kElems;
     if constexpr (kVector) {
-      *reinterpret_cast<uint4*>(target) = make_uint4(pack_bf16(sum[0], sum[1]), pack_bf16(sum[2], sum[3]),
-                                                     pack_bf16(sum[4], sum[5]), pack_bf16(sum[6], sum[7]));
+      reinterpret_cast<uint4*>(out + t * hidden)[unit] = pack_bf16_words(sum);
     } else {
-      *target = __float2bfloat16(sum[0]);
+      out[t * hidden + unit] = __float2bfloat16(sum[0]);
     }
   }
 }
@@ -939,13 +975,16 @@ void launch_plan(const int32_t* expert_ids, int64_t rows, const MoeShape& shape,
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 
-// Launch 4 of both forms: out[t] = sum_j weights[t, j] * expert_out[slot_row[t, j]].
+// Launch 4 of both forms: out[t] = sum_j weights[t, j] * expert_out[slot_row[t, j]]. One wave of
+// blocks, as many on every SM (at most one a token and column block).
 void launch_combine(const bf16* expert_out, const int32_t* slot_row, const float* weights, bf16* out, int64_t tokens,
                     int64_t top_k, int64_t hidden, cudaStream_t stream) {
   const bool vector = hidden % 8 == 0 && aligned16(out) && aligned16(expert_out);
   const int64_t units = vector ? hidden / 8 : hidden;
-  const dim3 grid(static_cast<unsigned>(ceil_div(units, kCombineThreads)),
-                  static_cast<unsigned>(std::min<int64_t>(tokens, 65535)));
+  const int64_t blocks_x = ceil_div(units, kCombineThreads);
+  const int64_t row_slots = std::max<int64_t>(1, persistent_grid(kCombineBlocksPerSm, INT64_MAX) / blocks_x);
+  const int64_t blocks_y = std::min(tokens, row_slots);
+  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
   if (vector) {
     combine_kernel<true><<<grid, kCombineThreads, 0, stream>>>(expert_out, slot_row, weights, out,
                                                                static_cast<int>(tokens), static_cast<int>(top_k), hidden);
