@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/norm.h"
+#include "backend/cuda/rope_cache.h"
 #include "core/dtype.h"
 
 namespace dsinfer::backend::cuda {
@@ -215,6 +216,111 @@ TEST(CudaFusedQuantization, AddRmsNormQuantFp8MatchesTheCpuAddRmsNorm) {
           expect_quantized(what, out.host, padded, device_q.download(), device_scales.download());
       expect_close(what + " q * scale", reference, dequantized, kBoundFp8Output);
     }
+  }
+}
+
+// ---- Long walks: write_latent_cache over many tokens ----
+// Its warps form one wave and walk the tokens, taking each token's slot and position from batches
+// they load 32 tokens at a time. Conformance's steps are too short for a walk to reach its second
+// batch; this one is not (on an H200: 2640 warps). Checked element by element against the host's
+// float arithmetic: within 2^-8 of the value (bf16 rounding, FMA contraction and the sum's order
+// apart), where a wrong token, slot or position is off by the values themselves.
+
+// Tables of real rotations: angle p * 10000^(-2i / rope_dim), [positions, rope_dim / 2] each.
+void rope_tables(int64_t positions, int64_t rope_dim, std::vector<float>& cos_table, std::vector<float>& sin_table) {
+  const int64_t half = rope_dim / 2;
+  cos_table.resize(positions * half);
+  sin_table.resize(positions * half);
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(p) * std::pow(10000.0, -2.0 * static_cast<double>(i) / rope_dim);
+      cos_table[p * half + i] = static_cast<float>(std::cos(angle));
+      sin_table[p * half + i] = static_cast<float>(std::sin(angle));
+    }
+}
+
+std::vector<int32_t> random_positions(int64_t tokens, int64_t positions, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> position(0, static_cast<int32_t>(positions - 1));
+  std::vector<int32_t> out(tokens);
+  for (int32_t& p : out) p = position(rng);
+  return out;
+}
+
+bool close_to(float reference, uint16_t bits) {
+  return std::fabs(bf16_to_f32(bits) - reference) <= std::ldexp(std::fabs(reference), -8) + 1e-5f;
+}
+
+// Interleaved pairs (a, b) = (2i, 2i + 1) of v rotated by the table row: rope_inplace's formula.
+void rotate_on_host(float* v, int64_t half, const float* c, const float* s) {
+  for (int64_t i = 0; i < half; ++i) {
+    const float x0 = v[2 * i], x1 = v[2 * i + 1];
+    v[2 * i] = x0 * c[i] - x1 * s[i];
+    v[2 * i + 1] = x1 * c[i] + x0 * s[i];
+  }
+}
+
+TEST(CudaLongWalks, LatentCacheWriteMatchesTheHostWhenWarpsWalkManyTokens) {
+  ASSERT_GT(device_count(), 0) << "no CUDA device: this test needs a GPU";
+  constexpr int64_t kLatentDim = 512, kRopeDims = 64, kWidth = kLatentDim + kRopeDims, kPositions = 4096;
+  constexpr int64_t kPage = 64;
+  constexpr float kEps = 1e-6f;
+  // 37 tokens: a warp each; 90000: on an H200 every warp walks 34 tokens or more, into a second batch.
+  for (int64_t T : {37, 90000}) {
+    const std::string what = str_cat("write_latent_cache T=", T);
+    const int64_t pages = (T + kPage - 1) / kPage + 1, slots = pages * kPage;
+    // Scattered pages, every 1000th token skipped (slot -1).
+    std::vector<int64_t> slot_mapping(T);
+    for (int64_t t = 0; t < T; ++t)
+      slot_mapping[t] = t % 1000 == 999 ? -1 : (t / kPage * 7919 + 3) % pages * kPage + t % kPage;
+    std::vector<float> cos_table, sin_table;
+    rope_tables(kPositions, kRopeDims, cos_table, sin_table);
+    const std::vector<int32_t> positions = random_positions(T, kPositions, static_cast<uint32_t>(T));
+    const Bf16Values kv_a = random_bf16({T, kWidth}, static_cast<uint32_t>(T + 2), 1.5f);
+    const Bf16Values cache_before = random_bf16({slots, kWidth}, static_cast<uint32_t>(T + 3), 1.0f);
+    std::vector<float> weight(kLatentDim);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> uniform(0.2f, 1.0f);
+    for (float& w : weight) w = uniform(rng);
+
+    DeviceArray<uint16_t> device_kv_a(T * kWidth), device_cache(slots * kWidth);
+    DeviceArray<int64_t> device_slots(T);
+    DeviceArray<int32_t> device_positions(T);
+    DeviceArray<float> device_weight(kLatentDim), device_cos(cos_table.size()), device_sin(sin_table.size());
+    device_kv_a.upload(kv_a.bits);
+    device_cache.upload(cache_before.bits);
+    device_slots.upload(slot_mapping);
+    device_positions.upload(positions);
+    device_weight.upload(weight);
+    device_cos.upload(cos_table);
+    device_sin.upload(sin_table);
+    write_latent_cache(device_kv_a.as<__nv_bfloat16>(), T, kLatentDim, kRopeDims, device_weight.get(), kEps,
+                       device_positions.get(), device_cos.get(), device_sin.get(), true, device_slots.get(),
+                       device_cache.as<__nv_bfloat16>(), nullptr);
+    const std::vector<uint16_t> cache = device_cache.download();
+
+    std::vector<bool> written(slots, false);
+    int64_t wrong = 0, changed = 0;
+    std::vector<float> row(kWidth);
+    for (int64_t t = 0; t < T; ++t) {
+      if (slot_mapping[t] < 0) continue;
+      written[slot_mapping[t]] = true;
+      double sum_squares = 0.0;
+      for (int64_t d = 0; d < kWidth; ++d) row[d] = bf16_to_f32(kv_a.bits[t * kWidth + d]);
+      for (int64_t d = 0; d < kLatentDim; ++d) sum_squares += static_cast<double>(row[d]) * row[d];
+      const float inv_rms = static_cast<float>(1.0 / std::sqrt(sum_squares / kLatentDim + kEps));
+      for (int64_t d = 0; d < kLatentDim; ++d) row[d] = weight[d] * (row[d] * inv_rms);
+      rotate_on_host(row.data() + kLatentDim, kRopeDims / 2, &cos_table[positions[t] * kRopeDims / 2],
+                     &sin_table[positions[t] * kRopeDims / 2]);
+      const uint16_t* out = cache.data() + slot_mapping[t] * kWidth;
+      for (int64_t d = 0; d < kWidth; ++d) wrong += !close_to(row[d], out[d]);
+    }
+    for (int64_t slot = 0; slot < slots; ++slot) {
+      if (written[slot]) continue;
+      for (int64_t d = 0; d < kWidth; ++d) changed += cache[slot * kWidth + d] != cache_before.bits[slot * kWidth + d];
+    }
+    EXPECT_EQ(wrong, 0) << what << ": cache rows off the host's";
+    EXPECT_EQ(changed, 0) << what << ": rows no token writes changed";
   }
 }
 
