@@ -219,12 +219,13 @@ TEST(CudaFusedQuantization, AddRmsNormQuantFp8MatchesTheCpuAddRmsNorm) {
   }
 }
 
-// ---- Long walks: write_latent_cache over many tokens ----
-// Its warps form one wave and walk the tokens, taking each token's slot and position from batches
-// they load 32 tokens at a time. Conformance's steps are too short for a walk to reach its second
-// batch; this one is not (on an H200: 2640 warps). Checked element by element against the host's
-// float arithmetic: within 2^-8 of the value (bf16 rounding, FMA contraction and the sum's order
-// apart), where a wrong token, slot or position is off by the values themselves.
+// ---- Long walks: rope_inplace and write_latent_cache over many tokens ----
+// Their blocks (rope) and warps (the latent write) form one wave and walk the tokens, taking each
+// token's position (and slot) from batches they load 32 tokens at a time. Conformance's steps are
+// too short for a walk to reach its second batch; these are not (on an H200: 396 rope blocks, 2640
+// latent warps). Checked element by element against the host's float arithmetic: within 2^-8 of
+// the value (bf16 rounding, FMA contraction and the sum's order apart), where a wrong token, slot or
+// position is off by the values themselves.
 
 // Tables of real rotations: angle p * 10000^(-2i / rope_dim), [positions, rope_dim / 2] each.
 void rope_tables(int64_t positions, int64_t rope_dim, std::vector<float>& cos_table, std::vector<float>& sin_table) {
@@ -257,6 +258,48 @@ void rotate_on_host(float* v, int64_t half, const float* c, const float* s) {
     const float x0 = v[2 * i], x1 = v[2 * i + 1];
     v[2 * i] = x0 * c[i] - x1 * s[i];
     v[2 * i + 1] = x1 * c[i] + x0 * s[i];
+  }
+}
+
+TEST(CudaLongWalks, RopeMatchesTheHostWhenBlocksWalkManyTokens) {
+  ASSERT_GT(device_count(), 0) << "no CUDA device: this test needs a GPU";
+  constexpr int64_t kPositions = 4096;
+  struct RopeShape { int64_t tokens, groups, group_dim, begin, rope_dim; };
+  // V3's q at 2000 tokens; 16 heads at 14000 (blocks walk 35 tokens); rope 48 (units of a token do
+  // not share their cos and sin), 14000 tokens.
+  for (RopeShape r : {RopeShape{2000, 128, 192, 128, 64}, RopeShape{14000, 16, 192, 128, 64},
+                      RopeShape{14000, 16, 64, 16, 48}}) {
+    const std::string what = str_cat("rope_inplace T=", r.tokens, " groups ", r.groups, " rope ", r.rope_dim);
+    const int64_t half = r.rope_dim / 2, n = r.tokens * r.groups * r.group_dim;
+    std::vector<float> cos_table, sin_table;
+    rope_tables(kPositions, r.rope_dim, cos_table, sin_table);
+    const std::vector<int32_t> positions = random_positions(r.tokens, kPositions, static_cast<uint32_t>(r.tokens + 1));
+    const Bf16Values x = random_bf16({r.tokens, r.groups, r.group_dim}, static_cast<uint32_t>(r.groups), 1.0f);
+    DeviceArray<uint16_t> device_x(n);
+    DeviceArray<int32_t> device_positions(r.tokens);
+    DeviceArray<float> device_cos(cos_table.size()), device_sin(sin_table.size());
+    device_x.upload(x.bits);
+    device_positions.upload(positions);
+    device_cos.upload(cos_table);
+    device_sin.upload(sin_table);
+    rope_inplace(device_x.as<__nv_bfloat16>(), r.tokens, r.groups, r.group_dim, r.groups * r.group_dim, r.begin,
+                 r.rope_dim, device_positions.get(), device_cos.get(), device_sin.get(), true, nullptr);
+    const std::vector<uint16_t> rotated = device_x.download();
+    int64_t wrong = 0, changed = 0;
+    std::vector<float> v(r.rope_dim);
+    for (int64_t t = 0; t < r.tokens; ++t)
+      for (int64_t g = 0; g < r.groups; ++g) {
+        const int64_t row = (t * r.groups + g) * r.group_dim;
+        for (int64_t d = 0; d < r.rope_dim; ++d) v[d] = bf16_to_f32(x.bits[row + r.begin + d]);
+        rotate_on_host(v.data(), half, &cos_table[positions[t] * half], &sin_table[positions[t] * half]);
+        for (int64_t d = 0; d < r.group_dim; ++d) {
+          const bool rope = d >= r.begin && d < r.begin + r.rope_dim;
+          if (rope) wrong += !close_to(v[d - r.begin], rotated[row + d]);
+          else changed += rotated[row + d] != x.bits[row + d];
+        }
+      }
+    EXPECT_EQ(wrong, 0) << what << ": rotated values off the host's";
+    EXPECT_EQ(changed, 0) << what << ": values outside the rope dims changed";
   }
 }
 
