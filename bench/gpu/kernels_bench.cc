@@ -187,14 +187,6 @@ KernelTime fp8_kernel_us(Timer& timer, cudaStream_t stream, const bf16* x, const
   g.k = k;
   if (backend::cuda::fp8_tiled_preferred(m, n, k, 1, sm_count)) {
     const backend::cuda::Fp8TiledConfig config = backend::cuda::choose_fp8_tiled_config(m, n, k, 1, sm_count);
-    Buffer workspace(backend::cuda::fp8_tiled_workspace_bytes(config, m, n, k, 1));
-    const int64_t counters = backend::cuda::fp8_tiled_tile_counters(config, m, n, k, 1);
-    Buffer tile_counters(size_t(std::max<int64_t>(counters, 1)) * 4);
-    DSINFER_CUDA_CHECK(cudaMemset(tile_counters.get(), 0, tile_counters.bytes()));
-    g.workspace = workspace.get();
-    g.workspace_bytes = workspace.bytes();
-    g.tile_counters = tile_counters.get<int32_t>();
-    g.tile_counter_capacity = counters;
     const double us = timer.median_us([&] { backend::cuda::fp8_tiled_gemm(g, config, stream); });
     return {us, timer.kernel_median_us(), config.describe()};
   }

@@ -23,7 +23,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/norm.h"
-#include "backend/cuda/rope_cache.h"
 #include "core/dtype.h"
 
 namespace dsinfer::backend::cuda {
@@ -220,12 +219,12 @@ TEST(CudaFusedQuantization, AddRmsNormQuantFp8MatchesTheCpuAddRmsNorm) {
 }
 
 // ---- Long walks: rope_inplace and write_latent_cache over many tokens ----
-// Their blocks (rope) and warps (the latent write) form one wave and walk the tokens, taking each
-// token's position (and slot) from batches they load 32 tokens at a time. Conformance's steps are
-// too short for a walk to reach its second batch; these are not (on an H200: 396 rope blocks, 2640
-// latent warps). Checked element by element against the host's float arithmetic: within 2^-8 of
-// the value (bf16 rounding, FMA contraction and the sum's order apart), where a wrong token, slot or
-// position is off by the values themselves.
+// rope_inplace's blocks form one wave and walk the tokens, taking each token's position from batches
+// they load 32 tokens at a time. Conformance's steps are too short for a walk to reach its second
+// batch; this is not (on an H200: 396 rope blocks). The latent write is checked over as many tokens.
+// Checked element by element against the host's float arithmetic: within 2^-8 of the value (bf16
+// rounding, FMA contraction and the sum's order apart), where a wrong token, slot or position is off
+// by the values themselves.
 
 // Tables of real rotations: angle p * 10000^(-2i / rope_dim), [positions, rope_dim / 2] each.
 void rope_tables(int64_t positions, int64_t rope_dim, std::vector<float>& cos_table, std::vector<float>& sin_table) {
@@ -303,12 +302,12 @@ TEST(CudaLongWalks, RopeMatchesTheHostWhenBlocksWalkManyTokens) {
   }
 }
 
-TEST(CudaLongWalks, LatentCacheWriteMatchesTheHostWhenWarpsWalkManyTokens) {
+TEST(CudaLongWalks, LatentCacheWriteMatchesTheHostOverManyTokens) {
   ASSERT_GT(device_count(), 0) << "no CUDA device: this test needs a GPU";
   constexpr int64_t kLatentDim = 512, kRopeDims = 64, kWidth = kLatentDim + kRopeDims, kPositions = 4096;
   constexpr int64_t kPage = 64;
   constexpr float kEps = 1e-6f;
-  // 37 tokens: a warp each; 90000: on an H200 every warp walks 34 tokens or more, into a second batch.
+  // 37 tokens, and 90000 (many waves of the warp-per-token launch).
   for (int64_t T : {37, 90000}) {
     const std::string what = str_cat("write_latent_cache T=", T);
     const int64_t pages = (T + kPage - 1) / kPage + 1, slots = pages * kPage;

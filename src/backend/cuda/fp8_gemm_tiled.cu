@@ -20,19 +20,9 @@
 // weight scale (one: a tile of bn <= 128 rows starting at a multiple of bn sits in one 128-row scale
 // block). Then the epilogue's bf16 staging, 8 KB a 64 x 64 box.
 //
-// Launch: a persistent 1-D grid (one block an SM, at most the tiles) walking the tiles of
-// fp8_gemm_tiled_walk.cuh: groups x m tiles x n tiles in bands of kBand n tiles (all m tiles of a
-// band, then the next band) so that the blocks running together share a band of weights and the
-// activations in L2; a group's m tiles are those with rows below its count (the host's grid does
-// not know the counts; the blocks share out only tiles with work), block b taking tiles b, b + grid, ...
-// Stream-K (dense only, where the tiles do not fill the last round: the model below decides):
-// whole rounds but the last full one, then that round's and the partial round's K blocks cut into
-// one contiguous range a block. A tile split between blocks is computed in pieces (2 or 3 at M =
-// 4096); each piece's f32 tile goes to the workspace (fragment order, float4 a thread, coalesced),
-// then a barrier and one release-acquire add on the tile's counter; the piece that sees count - 1
-// zeroes the counter, adds every piece's partial in K order from L2 (its own too: the same bits
-// whichever piece is last) and stores y as a whole tile does. At N = 2112, M = 4096 (272 tiles of
-// 256 x 128 on 132 SMs: 3 rounds for 2.06 of work) that is 1 round + 1.06 tiles a block.
+// Launch: a persistent 1-D grid (one block an SM, at most the tiles); block b takes tiles b, b + grid,
+// ... of groups x m tiles x n tiles, walked in bands of kBand n tiles (all m tiles of a band, then the
+// next band) so that the blocks running together share a band of weights and the activations in L2.
 // Threads: bm / 64 (at most two) consumer warpgroups, then one producer warpgroup (256 or 384
 // threads). With two consumers the producer gives its registers away (setmaxnreg 40 / 232).
 // Pipeline (a ring of `stages`, shared by all the block's tiles, so the producer loads the next
@@ -45,22 +35,20 @@
 //   consumer warpgroup w, per K block and wave v (token rows v * (consumers * 64) + 64 w .. + 63):
 //     waits "full", issues 4 x wgmma.m64n{bn}k32.f32.e4m3.e4m3 into a temporary accumulator (the
 //     first overwrites it), waits for them, releases the stage after its last wave (one arrive a warp
-//     on "empty") and promotes: acc[r][c] += tmp[r][c] * x_scale[r] * w_scale. A tile whose rows all
-//     lie in its first wave (a group's last m tile) runs a loop of that wave only; otherwise the MMAs
-//     run for rows past the group's count too (never stored): a branch around single MMAs makes
-//     ptxas serialise every wgmma (C7518), which cost a third of the speed when it happened. The
-//     fragment: tmp[4j + 2h + e] = D[16 (warp % 4) + g + 8h][8j + 2c + e], g = lane / 4, c = lane % 4.
-//   epilogue: with a bf16 y on 16-byte strides, each warpgroup writes its 64-row boxes that hold no
-//     row past the group's count (or lie in the product's last rows, which the map clips) into the
-//     swizzled staging (conflict-free: the 8 g of a column block land in 8 different 16-byte chunks),
-//     fences, and one thread issues TMA stores of the 64 x 64 boxes (whole 128-byte lines;
-//     asynchronous, so the next tile's MMAs start while they drain; the staging is rewritten only
-//     after cp.async.bulk.wait_group.read). Other boxes (f32 y, a masked group's last rows) store
-//     pairs of columns from the registers.
+//     on "empty") and promotes: acc[r][c] += tmp[r][c] * x_scale[r] * w_scale. The MMAs run for rows
+//     past the group's count too (never stored): any branch around them makes ptxas serialise every
+//     wgmma (C7518), which cost a third of the speed when it happened. The fragment:
+//     tmp[4j + 2h + e] = D[16 (warp % 4) + g + 8h][8j + 2c + e], g = lane / 4, c = lane % 4.
+//   epilogue: with a bf16 y on 16-byte strides and a full tile (or the product's last rows, which the
+//     map clips), each warpgroup writes its rows into the swizzled staging (conflict-free: the 8 g of a
+//     column block land in 8 different 16-byte chunks), fences, and one thread issues TMA stores of
+//     the 64 x 64 boxes (whole 128-byte lines; asynchronous, so the next tile's MMAs start while they
+//     drain; the staging is rewritten only after cp.async.bulk.wait_group.read). Other tiles (f32 y,
+//     a masked group's partial rows) store pairs of columns from the registers.
 //   Measured (H200, 4096 x 4096 x 7168): ~205 us; without the promotion (wrong results, a probe)
 //   ~128 us, so the promotion, not the loads, is what remains; two temporaries (one block's MMAs
 //   under the previous block's promotion) and warpgroups taking turns to issue were both slower.
-// Programmatic launch: with dense rows (no per-group counts) the producer issues the first unit's
+// Programmatic launch: with dense rows (no per-group counts) the producer issues the first tile's
 // weight boxes, then griddepcontrol.wait, then everything else; the consumers wait before their
 // first token row count. With per-group counts everything waits first (the tile walk reads them).
 #include "backend/cuda/fp8_gemm_tiled.h"
@@ -71,10 +59,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/fp8_gemm_tiled_walk.cuh"
 #include "backend/cuda/hopper.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -91,11 +77,11 @@ constexpr int kWgmmaK = 32;    // K of one fp8 wgmma: 32 bytes of the row
 constexpr int kWgmmaM = 64;
 constexpr int kWarpgroupThreads = 128;
 constexpr int kMaxStages = 16;
+constexpr int kBand = 8;       // n tiles walked together
 constexpr int kProducerRegisters = 40;
 constexpr int kConsumerRegisters = 232;
 constexpr int kMaxSmemBytes = 227 * 1024;
-constexpr int kScaleArrivals = 32;    // the producer warp's lanes: one cp.async arrival each a phase
-constexpr int kConsumersBarrier = 3;  // bar.sync id of all consumer warpgroups (1 + wg: each one's own)
+constexpr int kScaleArrivals = 32;  // the producer warp's lanes: one cp.async arrival each a phase
 
 template <int kConsumers, int kWaves, int kBn>
 struct Config {
@@ -104,8 +90,7 @@ struct Config {
   static_assert(kBn == 64 || kBn == 128, "wgmma N of the weight tile");
   static constexpr int kWaveRows = kConsumers * kWgmmaM;  // token rows all warpgroups take in one wave
   static constexpr int kBm = kWaves * kWaveRows;
-  static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
-  static constexpr int kThreads = kConsumerThreads + kWarpgroupThreads;
+  static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;
   static constexpr int kConsumerWarps = kConsumers * 4;
   static constexpr int kABytes = kBm * kRowBytes;
   static constexpr int kStageBytes = kABytes + kBn * kRowBytes;
@@ -115,11 +100,10 @@ struct Config {
   static constexpr int kBoxBytes = 64 * 64 * 2;
   static constexpr int kStagingBytes = kWaves * kConsumers * (kBn / 64) * kBoxBytes;
   static constexpr int kAccumulators = kBn / 2;          // f32 a thread: 64 x bn over 128 threads
-  static constexpr int kPartialFloat4s = kBm * kBn / 4;  // one stream-K partial tile
   static_assert(kABytes % 1024 == 0 && kStageBytes % 1024 == 0, "boxes start on 1024-byte swizzle atoms");
 };
 
-constexpr int kBarrierBytes = 2 * kMaxStages * 8 + 16;  // full[kMaxStages], empty[kMaxStages], last-piece flag
+constexpr int kBarrierBytes = 2 * kMaxStages * 8;  // full[kMaxStages], empty[kMaxStages]
 
 constexpr int smem_bytes(int stage_bytes, int scale_slot_bytes, int staging_bytes, int stages) {
   return 1024 + stages * (stage_bytes + scale_slot_bytes) + staging_bytes + kBarrierBytes;  // + alignment slack
@@ -131,21 +115,47 @@ constexpr int max_stages(int stage_bytes, int scale_slot_bytes, int staging_byte
 }
 
 struct KernelParams {
-  tiled_walk::Schedule walk;
   const float* w_scale;  // [G, n_scale_rows, k_blocks]
   const float* x_scale;  // [k_blocks, scale_stride]
+  const int32_t* rows_per_group;
   void* y;
-  float4* partials;      // stream-K: 2 slots a block of kPartialFloat4s, fragment order
-  int32_t* counters;     // stream-K: one a shared tile, zero between launches
   int64_t scale_stride;
   int64_t y_row_stride;
   int64_t y_group_stride;
   int n;
   int n_scale_rows;
+  int k_blocks;
+  int group_rows;
+  int m_tiles;
+  int n_tiles;
+  int tiles;  // groups * m_tiles * n_tiles
   int stages;
   bool y_f32;
-  bool tma_store;  // bf16 y through the y map (boxes of 64 rows with a value); otherwise direct stores
+  bool tma_store;  // bf16 y through the y map (full tiles); otherwise direct stores
 };
+
+struct Tile {
+  int group, m, n;
+};
+
+// Tile `index` of the walk: groups outermost, then bands of kBand n tiles, then m tiles, then the n
+// tiles of the band.
+__device__ __forceinline__ Tile tile_at(int index, const KernelParams& p) {
+  const int per_group = p.m_tiles * p.n_tiles;
+  Tile t;
+  t.group = index / per_group;
+  int r = index - t.group * per_group;
+  const int band = r / (kBand * p.m_tiles);
+  r -= band * kBand * p.m_tiles;
+  const int width = min(kBand, p.n_tiles - band * kBand);
+  t.m = r / width;
+  t.n = band * kBand + (r - t.m * width);
+  return t;
+}
+
+__device__ __forceinline__ int rows_in_group(const KernelParams& p, int group) {
+  return p.rows_per_group == nullptr ? p.group_rows : min(max(p.rows_per_group[group], 0), p.group_rows);
+}
 
 template <bool kF32>
 __device__ __forceinline__ void store_pair(void* y, int64_t index, float a, float b) {
@@ -177,12 +187,10 @@ __device__ __forceinline__ void store_tile(const KernelParams& p, const float (&
 template <int kConsumers, int kWaves, int kBn>
 __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
     fp8_tiled_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap w_map,
-                     const __grid_constant__ CUtensorMap y_map, const __grid_constant__ KernelParams p) {
+                     const __grid_constant__ CUtensorMap y_map, const KernelParams p) {
   using C = Config<kConsumers, kWaves, kBn>;
-  using Walk = tiled_walk::Walk<C::kBm>;
   constexpr int kBm = C::kBm;
   const int stages = p.stages;
-  const int k_blocks = p.walk.k_blocks;
 
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_address = smem_address(smem_raw);
@@ -196,7 +204,6 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
   auto b_box = [&](int stage) { return base + stage * C::kStageBytes + C::kABytes; };
   auto scale_slot = [&](int stage) { return scale_base + stage * C::kScaleSlotBytes; };
   const float* scales = reinterpret_cast<const float*>(smem_raw + (scale_base - raw_address));
-  volatile int* last_piece = reinterpret_cast<volatile int*>(smem_raw + (barriers + 16 * kMaxStages - raw_address));
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wg = warp / 4;
@@ -213,31 +220,30 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
     // ---- producer ----
     if constexpr (kConsumers == 2) setmaxnreg_dec<kProducerRegisters>();
     if (warp != 4 * kConsumers) return;
-    tiled_walk::Unit u;
-    // The first unit's first weight boxes do not depend on the previous kernel: with dense rows
-    // (the walk reads no row counts) they go out before the wait.
+    const int k_blocks = p.k_blocks;
+    // The first tile's first weight boxes do not depend on the previous kernel: with dense rows the
+    // first tile is never skipped, so they go out before the wait.
     int prefetched = 0;
-    if (p.walk.rows_per_group == nullptr) {
-      Walk first(p.walk);
-      if (first.next(u)) {
-        prefetched = min(stages, u.kb_end - u.kb_begin);
-        if (lane == 0)
-          for (int i = 0; i < prefetched; ++i) {
-            mbarrier_arrive_expect_tx(full(i), C::kStageBytes);
-            tma_load_2d(b_box(i), &w_map, (u.kb_begin + i) * kBlockK, u.group * p.n + u.n * kBn, full(i));
-          }
-      }
+    if (p.rows_per_group == nullptr && static_cast<int>(blockIdx.x) < p.tiles) {
+      const Tile t = tile_at(blockIdx.x, p);
+      prefetched = min(stages, k_blocks);
+      if (lane == 0)
+        for (int i = 0; i < prefetched; ++i) {
+          mbarrier_arrive_expect_tx(full(i), C::kStageBytes);
+          tma_load_2d(b_box(i), &w_map, i * kBlockK, t.group * p.n + t.n * kBn, full(i));
+        }
     }
     wait_for_previous_kernel();  // q, x_scale and the row counts are the previous kernel's output
     int stage = 0, it = 0;
     uint32_t phase = 0;  // parity of the ring round of `stage`
-    Walk walk(p.walk);
-    while (walk.next(u)) {
-      const int t0 = u.m * kBm;
-      const int q_row = u.group * p.walk.group_rows + t0;
-      const int w_row = u.group * p.n + u.n * kBn;
-      const float* w_scale = p.w_scale + (int64_t{u.group} * p.n_scale_rows + u.n * kBn / kBlockK) * k_blocks;
-      for (int kb = u.kb_begin; kb < u.kb_end; ++kb, ++it) {
+    for (int index = blockIdx.x; index < p.tiles; index += gridDim.x) {
+      const Tile t = tile_at(index, p);
+      const int t0 = t.m * kBm;
+      if (t0 >= rows_in_group(p, t.group)) continue;
+      const int q_row = t.group * p.group_rows + t0;
+      const int w_row = t.group * p.n + t.n * kBn;
+      const float* w_scale = p.w_scale + (int64_t{t.group} * p.n_scale_rows + t.n * kBn / kBlockK) * k_blocks;
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
         if (it >= stages) mbarrier_wait(empty(stage), phase ^ 1u);  // the previous round's readers are done
         if (lane == 0) {
           if (it >= prefetched) {
@@ -249,7 +255,7 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
         const float* x_scale = p.x_scale + int64_t{kb} * p.scale_stride + q_row;
 #pragma unroll
         for (int i = lane; i < kBm; i += 32) {
-          const bool valid = t0 + i < p.walk.group_rows;  // the group's q rows; past them: zeros
+          const bool valid = t0 + i < p.group_rows;  // the group's q rows; past them: zeros
           cp_async_4(scale_slot(stage) + 4 * i, valid ? x_scale + i : p.x_scale, valid);
         }
         if (lane == 0) cp_async_4(scale_slot(stage) + 4 * kBm, w_scale + kb, true);
@@ -297,117 +303,50 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
   };
   int stage = 0;
   uint32_t phase = 0;
-  // K blocks [kb_begin, kb_end) of the tile's first kRun waves into acc. Every wave run multiplies
-  // all its rows, also those past the count (never stored): a branch around single MMAs would make
-  // ptxas serialise every wgmma (C7518), which cost a third of the speed when it happened; the
-  // choice of kRun is made once a unit, around the whole loop.
-  auto multiply = [&](auto run_waves, int kb_begin, int kb_end) {
-    constexpr int kRun = decltype(run_waves)::value;
-    for (int kb = kb_begin; kb < kb_end; ++kb) {
+  for (int index = blockIdx.x; index < p.tiles; index += gridDim.x) {
+    const Tile t = tile_at(index, p);
+    const int t0 = t.m * kBm;
+    const int rows = rows_in_group(p, t.group);
+    if (t0 >= rows) continue;
+    bool active[kWaves];  // uniform over the warpgroup: any of its 64 rows of the wave below the count
+#pragma unroll
+    for (int v = 0; v < kWaves; ++v) {
+      active[v] = t0 + v * C::kWaveRows + wg * kWgmmaM < rows;
+      zero_registers(acc[v]);
+    }
+    for (int kb = 0; kb < p.k_blocks; ++kb) {
       mbarrier_wait(full(stage), phase);
       const float* slot = scales + stage * (C::kScaleSlotBytes / 4);
       const float weight_scale = slot[kBm];
-      float s[kRun][2];
+      float s[kWaves][2];
 #pragma unroll
-      for (int v = 0; v < kRun; ++v) {
+      for (int v = 0; v < kWaves; ++v) {
         s[v][0] = slot[v * C::kWaveRows + row] * weight_scale;
         s[v][1] = slot[v * C::kWaveRows + row + 8] * weight_scale;
       }
       __syncwarp();  // lanes leave the spin loop at different times; wgmma needs the warp converged
+      // Every wave's MMAs run, also for rows past the count (their results are never stored): a
+      // branch around them would make ptxas serialise every wgmma (C7518).
 #pragma unroll
-      for (int v = 0; v < kRun; ++v) {
+      for (int v = 0; v < kWaves; ++v) {
         issue(tmp, stage, v * C::kWaveRows);
         wgmma_wait<0>();
         fence_registers(tmp);
-        if (v == kRun - 1) release(stage);
+        if (v == kWaves - 1) release(stage);
         promote(acc[v], tmp, s[v][0], s[v][1]);
       }
       if (++stage == stages) stage = 0, phase ^= 1u;
     }
-  };
-
-  Walk walk(p.walk);
-  tiled_walk::Unit u;
-  while (walk.next(u)) {
-    const int t0 = u.m * kBm;
-    bool active[kWaves];  // uniform over the warpgroup: any of its 64 rows of the wave below the count
-#pragma unroll
-    for (int v = 0; v < kWaves; ++v) {
-      active[v] = t0 + v * C::kWaveRows + wg * kWgmmaM < u.rows;
-      zero_registers(acc[v]);
-    }
-    // A tile whose rows all fall in its first wave (a group's last m tile) multiplies that wave only.
-    if constexpr (kWaves == 1) {
-      multiply(std::integral_constant<int, 1>{}, u.kb_begin, u.kb_end);
-    } else if (t0 + C::kWaveRows < u.rows) {
-      multiply(std::integral_constant<int, kWaves>{}, u.kb_begin, u.kb_end);
-    } else {
-      multiply(std::integral_constant<int, 1>{}, u.kb_begin, u.kb_end);
-    }
-
-    if (u.shared_tile >= 0) {
-      // ---- stream-K: this piece's partial tile out; the tile's last piece to arrive adds them up ----
-      // partials[slot][(v * (bn / 8) + j) * consumer threads + thread] = acc[v][4j .. 4j + 3]
-      const tiled_walk::Pieces pieces = walk.pieces(u);
-      const int consumer = threadIdx.x;  // 0 .. kConsumerThreads - 1
-      float4* mine = p.partials + int64_t{pieces.my_slot} * C::kPartialFloat4s + consumer;
-#pragma unroll
-      for (int v = 0; v < kWaves; ++v)
-#pragma unroll
-        for (int j = 0; j < kBn / 8; ++j)
-          mine[(v * (kBn / 8) + j) * C::kConsumerThreads] =
-              make_float4(acc[v][4 * j], acc[v][4 * j + 1], acc[v][4 * j + 2], acc[v][4 * j + 3]);
-      // One release-acquire add a piece, as fp8_gemm_wgmma.cu's split-K: the barrier orders every
-      // consumer's partial before consumer 0's add, whose release publishes them; the last piece's
-      // acquire, then the barrier, make every other piece's partial visible to all its consumers.
-      named_barrier_sync(kConsumersBarrier, C::kConsumerThreads);
-      if (consumer == 0) {
-        const bool last = atomic_add_acq_rel_gpu(p.counters + u.shared_tile, 1) == pieces.count - 1;
-        if (last) p.counters[u.shared_tile] = 0;  // every piece has arrived: zero for the next launch
-        *last_piece = last ? 1 : 0;
-      }
-      named_barrier_sync(kConsumersBarrier, C::kConsumerThreads);
-      if (*last_piece == 0) continue;
-      // The sum in piece order 0, 1, ..., count - 1 (K order), whichever piece is last: the same bits
-      // every time. Every partial, this piece's too (this thread's own stores), comes from L2 (.cg:
-      // never a stale L1 line) into tmp, free between tiles, so the sum needs no registers beyond
-      // the accumulators: a wave's loads of a piece are all in flight together.
-#pragma unroll
-      for (int v = 0; v < kWaves; ++v) {
-        if (!active[v]) continue;
-        for (int q = 0; q < pieces.count; ++q) {
-          const float4* partial =
-              p.partials + int64_t{pieces.slot(q)} * C::kPartialFloat4s + v * (kBn / 8) * C::kConsumerThreads + consumer;
-#pragma unroll
-          for (int j = 0; j < kBn / 8; ++j) {
-            const float4 x = __ldcg(partial + j * C::kConsumerThreads);
-            tmp[4 * j] = x.x, tmp[4 * j + 1] = x.y, tmp[4 * j + 2] = x.z, tmp[4 * j + 3] = x.w;
-          }
-#pragma unroll
-          for (int i = 0; i < C::kAccumulators; ++i) acc[v][i] = q == 0 ? tmp[i] : acc[v][i] + tmp[i];
-        }
-      }
-    }
-
-    // A bf16 y's boxes of 64 rows below the count (or in the product's last rows, which the map
-    // clips) leave through shared memory and TMA stores (whole 128-byte lines, asynchronous: the
-    // next tile's MMAs start while they drain). A box with rows past a masked group's count, and
-    // an f32 y, are stored from the registers.
-    bool boxed[kWaves];
-    bool any_boxed = false;
-#pragma unroll
-    for (int v = 0; v < kWaves; ++v) {
-      const int box_end = t0 + v * C::kWaveRows + wg * kWgmmaM + kWgmmaM;
-      boxed[v] = p.tma_store && active[v] && (box_end <= u.rows || u.rows == p.walk.group_rows);
-      any_boxed |= boxed[v];
-    }
-    if (any_boxed) {  // uniform over the warpgroup
+    // Full tiles of a bf16 y leave through shared memory and TMA stores (whole 128-byte lines,
+    // asynchronous: the next tile's MMAs start while they drain); rows past a dense product's end
+    // are clipped by the map. Other tiles are stored from the registers.
+    if (p.tma_store && (t0 + kBm <= rows || rows == p.group_rows)) {
       const bool leader = threadIdx.x % kWarpgroupThreads == 0;
       if (leader) bulk_wait_group_read();  // the previous tile's stores have read the staging
       named_barrier_sync(1 + wg, kWarpgroupThreads);
 #pragma unroll
       for (int v = 0; v < kWaves; ++v) {
-        if (!boxed[v]) continue;
+        if (!active[v]) continue;
         const uint32_t box0 = staging + (v * kConsumers + wg) * (kBn / 64) * C::kBoxBytes;
         const int r = 16 * (warp % 4) + g;  // and r + 8: both have r % 8 == g
 #pragma unroll
@@ -426,23 +365,24 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
       if (leader) {
 #pragma unroll
         for (int v = 0; v < kWaves; ++v) {
-          if (!boxed[v]) continue;
+          if (!active[v]) continue;
           const uint32_t box0 = staging + (v * kConsumers + wg) * (kBn / 64) * C::kBoxBytes;
 #pragma unroll
           for (int b = 0; b < kBn / 64; ++b)
-            tma_store_3d(&y_map, box0 + b * C::kBoxBytes, u.n * kBn + 64 * b, t0 + v * C::kWaveRows + wg * kWgmmaM,
-                         u.group);
+            tma_store_3d(&y_map, box0 + b * C::kBoxBytes, t.n * kBn + 64 * b, t0 + v * C::kWaveRows + wg * kWgmmaM,
+                         t.group);
         }
         bulk_commit_group();
       }
+      continue;
     }
 #pragma unroll
     for (int v = 0; v < kWaves; ++v) {
-      if (!active[v] || boxed[v]) continue;
+      if (!active[v]) continue;
       if (p.y_f32) {
-        store_tile<kBn, true>(p, acc[v], u.group, t0 + v * C::kWaveRows, row, u.rows, u.n * kBn, c);
+        store_tile<kBn, true>(p, acc[v], t.group, t0 + v * C::kWaveRows, row, rows, t.n * kBn, c);
       } else {
-        store_tile<kBn, false>(p, acc[v], u.group, t0 + v * C::kWaveRows, row, u.rows, u.n * kBn, c);
+        store_tile<kBn, false>(p, acc[v], t.group, t0 + v * C::kWaveRows, row, rows, t.n * kBn, c);
       }
     }
   }
@@ -487,45 +427,10 @@ CUtensorMap make_map(const void* data, uint64_t rows, uint64_t k, uint32_t box_r
   return make_swizzled_2d_map(data, CU_TENSOR_MAP_DATA_TYPE_UINT8, k, rows, k, kBlockK, box_rows, what);
 }
 
-// How the tiles of a dense product go to `blocks` persistent blocks (fp8_gemm_tiled_walk.cuh): with
-// stream-K, whole rounds but the last full one, then that round and the partial one shared by K, so
-// that every block's range holds at least a tile (each tile has two or three pieces, not the dozen
-// the partial round alone spread over the idle blocks would need); with fewer tiles than blocks,
-// all shared, a block a range of at least one K block. Without stream-K (or with nothing to even
-// out) every tile whole.
-struct Cut {
-  int64_t grid, whole, shared;
-};
-
-Cut cut_tiles(int64_t tiles, int64_t k_blocks, int64_t blocks, bool stream_k) {
-  Cut cut{std::min(tiles, blocks), tiles, 0};
-  if (!stream_k || tiles % blocks == 0) return cut;
-  if (tiles > blocks) {
-    const int64_t whole = (tiles / blocks - 1) * blocks;
-    cut = {blocks, whole, tiles - whole};
-  } else {
-    cut = {std::min(blocks, tiles * k_blocks), 0, tiles};
-  }
-  // The walk's 32-bit arithmetic (fp8_gemm_tiled_walk.cuh): far beyond any real product.
-  if ((cut.grid + 1) * cut.shared * k_blocks >= std::numeric_limits<int32_t>::max()) return {std::min(tiles, blocks), tiles, 0};
-  return cut;
-}
-
-// Stream-K's partial tiles: two slots a block (its range's first and last pieces).
-size_t partial_bytes(const Fp8TiledConfig& config, const Cut& cut) {
-  return cut.shared == 0 ? 0 : static_cast<size_t>(2 * cut.grid) * config.bm * config.bn * sizeof(float);
-}
-
-Cut cut_for(const Fp8TiledConfig& config, int64_t max_m, int64_t n, int64_t k, int64_t groups, int sm_count) {
-  const int64_t tiles = groups * ceil_div(max_m, config.bm) * ceil_div(n, config.bn);
-  const int64_t blocks = config.blocks > 0 ? config.blocks : std::max(sm_count, 1);
-  return cut_tiles(tiles, k / kBlockK, blocks, config.stream_k && groups == 1);
-}
-
 }  // namespace
 
 std::string Fp8TiledConfig::describe() const {
-  return str_cat("tiled bm ", bm, " bn ", bn, " stages ", stages, " blocks ", blocks, stream_k ? " stream-K" : "");
+  return str_cat("tiled bm ", bm, " bn ", bn, " stages ", stages, " blocks ", blocks);
 }
 
 bool fp8_tiled_config_valid(const Fp8TiledConfig& config) {
@@ -542,52 +447,28 @@ bool fp8_tiled_supported(const Fp8WgmmaGemm& g) {
          aligned(g.y, 2 * y_element);
 }
 
-size_t fp8_tiled_workspace_bytes(const Fp8TiledConfig& config, int64_t max_m, int64_t n, int64_t k, int64_t groups) {
-  if (max_m <= 0 || !config.stream_k) return 0;
-  return partial_bytes(config, cut_for(config, max_m, n, k, groups, fp8_wgmma_sm_count()));
-}
-
-int64_t fp8_tiled_tile_counters(const Fp8TiledConfig& config, int64_t max_m, int64_t n, int64_t k, int64_t groups) {
-  if (max_m <= 0 || !config.stream_k) return 0;
-  return cut_for(config, max_m, n, k, groups, fp8_wgmma_sm_count()).shared;
-}
-
 // The chooser's model (H200 measurements of fp8_gemm_wgmma_check, rounded): a tile costs, per K block,
 // the larger of its MMAs (2 bm n 128 FLOP at ~9.5 TFLOP/s an SM with two consumer warpgroups, ~5 with
 // one: a lone warpgroup cannot hide its promotions) and its loads ((bm + bn) 128 bytes at ~40 GB/s an
 // SM), plus ~0.7 us a tile (epilogue, ring turnover); tiles run in rounds of one an SM; and nothing
-// beats reading W and q once from HBM. Stream-K (an estimate, not yet fitted): the whole rounds, then
-// the longest range of K blocks, plus for its pieces two tiles' fixed cost and, at the model's L2
-// rate, the writes of two partial tiles and the reads of the other pieces of a tile by its last one.
+// beats reading W and q once from HBM.
 namespace {
 constexpr double kTwoWarpgroupFlopsPerNs = 9500, kOneWarpgroupFlopsPerNs = 5000;
 constexpr double kTileBytesPerNs = 40, kTileFixedNs = 700, kTiledHbmBytesPerNs = 3000;
-constexpr double kStreamKMinGain = 0.9;  // stream-K only where the model makes it 10% faster (unfitted)
 
 struct TiledEstimate {
   double ns;
   int64_t tiles;
 };
 
-TiledEstimate tiled_estimate(const Fp8TiledConfig& config, int64_t max_m, int64_t n, int64_t k, int64_t groups,
-                             int sm_count) {
-  const int bm = config.bm, bn = config.bn;
-  const int64_t k_blocks = k / kBlockK;
+TiledEstimate tiled_estimate(int bm, int bn, int64_t max_m, int64_t n, int64_t k, int64_t groups, int sm_count) {
   const int64_t m_tiles = ceil_div(max_m, bm), tiles = groups * m_tiles * ceil_div(n, bn);
   const int64_t rows = std::min<int64_t>(bm, ceil_div(max_m, 64) * 64);  // rows a tile multiplies usefully
   const double mma = 2.0 * rows * bn * kBlockK / (bm >= 128 ? kTwoWarpgroupFlopsPerNs : kOneWarpgroupFlopsPerNs);
   const double load = static_cast<double>(bm + bn) * kRowBytes / kTileBytesPerNs;
-  const double block_ns = std::max(mma, load), tile_ns = k_blocks * block_ns + kTileFixedNs;
-  const Cut cut = cut_for(config, max_m, n, k, groups, sm_count);
-  double ns = static_cast<double>(ceil_div(cut.whole, cut.grid)) * tile_ns;
-  if (cut.shared > 0) {
-    const int64_t work = cut.shared * k_blocks, shortest = work / cut.grid;
-    const int64_t pieces = std::min(cut.grid, ceil_div(k_blocks, shortest) + 1);  // of a tile, at most
-    const double partial_ns = 4.0 * bm * bn / kTileBytesPerNs;
-    ns += ceil_div(work, cut.grid) * block_ns + 2 * kTileFixedNs + (2 + pieces - 1) * partial_ns;
-  }
+  const double rounds = static_cast<double>(ceil_div(tiles, std::max(sm_count, 1)));
   const double hbm = static_cast<double>(groups) * (n + max_m) * k / kTiledHbmBytesPerNs;
-  return {std::max(hbm, ns), tiles};
+  return {std::max(hbm, rounds * ((k / kBlockK) * std::max(mma, load) + kTileFixedNs)), tiles};
 }
 
 constexpr int kTiledShapes[][2] = {{256, 128}, {128, 128}, {128, 64}, {64, 128}, {64, 64}};  // (bm, bn)
@@ -599,39 +480,17 @@ Fp8TiledConfig choose_fp8_tiled_config(int64_t max_m, int64_t n, int64_t k, int6
   for (const auto& shape : kTiledShapes) {
     // No tile taller than the rows rounded up to a warpgroup's 64.
     if (shape[0] > 64 && shape[0] > ceil_div(max_m, 64) * 64) continue;
-    const Fp8TiledConfig whole{shape[0], shape[1], 0, 0};
-    const double ns = tiled_estimate(whole, max_m, n, k, groups, sm_count).ns;
-    if (ns < best_ns) best_ns = ns, best = whole;
-    // Stream-K where the tiles do not fill the last round, for dense products (groups == 1: with
-    // per-group row counts the tile count is the device's).
-    if (groups != 1) continue;
-    const Fp8TiledConfig shared{shape[0], shape[1], 0, 0, true};
-    const double shared_ns = tiled_estimate(shared, max_m, n, k, groups, sm_count).ns;
-    if (shared_ns < kStreamKMinGain * ns && shared_ns < best_ns) best_ns = shared_ns, best = shared;
+    const double ns = tiled_estimate(shape[0], shape[1], max_m, n, k, groups, sm_count).ns;
+    if (ns < best_ns) best_ns = ns, best = {shape[0], shape[1], 0, 0};
   }
   return best;
-}
-
-size_t fp8_tiled_workspace_bound(int64_t min_rows, int64_t max_rows, int64_t n, int64_t k, int sm_count) {
-  min_rows = std::max<int64_t>(min_rows, 1);
-  if (max_rows < min_rows) return 0;
-  // Beyond a range of rows worth asking the chooser about row by row: two partial tiles of the
-  // largest shape a block.
-  if (max_rows - min_rows > (int64_t{1} << 16))
-    return static_cast<size_t>(2 * std::max(sm_count, 1)) * 256 * 128 * sizeof(float);
-  size_t bound = 0;
-  for (int64_t rows = min_rows; rows <= max_rows; ++rows) {
-    const Fp8TiledConfig config = choose_fp8_tiled_config(rows, n, k, 1, sm_count);
-    if (config.stream_k) bound = std::max(bound, partial_bytes(config, cut_for(config, rows, n, k, 1, sm_count)));
-  }
-  return bound;
 }
 
 bool fp8_tiled_preferred(int64_t max_m, int64_t n, int64_t k, int64_t groups, int sm_count) {
   if (max_m <= 32) return false;
   // With fewer tiles than half the SMs even at 64 x 64, the swap-AB kernel's split-K streams the
   // weights faster.
-  return tiled_estimate({64, 64, 0, 0}, max_m, n, k, groups, sm_count).tiles * 2 >= sm_count;
+  return tiled_estimate(64, 64, max_m, n, k, groups, sm_count).tiles * 2 >= sm_count;
 }
 
 void fp8_tiled_gemm(const Fp8WgmmaGemm& g, const Fp8TiledConfig& config, cudaStream_t stream) {
@@ -640,41 +499,27 @@ void fp8_tiled_gemm(const Fp8WgmmaGemm& g, const Fp8TiledConfig& config, cudaStr
                 "): K must be a multiple of 128, N and the y strides even, W and q 16-byte aligned, y bf16 or f32 "
                 "aligned to two elements, and the strides must cover the rows");
   DSINFER_CHECK(fp8_tiled_config_valid(config), "fp8_tiled_gemm: no kernel for ", config.describe());
-  DSINFER_CHECK(!config.stream_k || (g.groups == 1 && g.rows_per_group == nullptr), "fp8_tiled_gemm: ",
-                config.describe(), " needs a dense product (one group, no per-group row counts)");
   if (g.group_rows == 0) return;
   const Built& b = *find_built(config.bm, config.bn);
   const int stages = config.stages == 0 ? b.most_stages() : config.stages;
-  const int64_t m_tiles = ceil_div(g.group_rows, config.bm), n_tiles = ceil_div(g.n, config.bn);
-  const int64_t tiles = g.groups * m_tiles * n_tiles;
-  DSINFER_CHECK(tiles <= std::numeric_limits<int32_t>::max() / 2, "fp8_tiled_gemm: ", tiles, " tiles are too many");
-  const Cut cut = cut_for(config, g.group_rows, g.n, g.k, g.groups, fp8_wgmma_sm_count());
-  if (cut.shared > 0) {
-    const size_t bytes = partial_bytes(config, cut);
-    DSINFER_CHECK(g.workspace != nullptr && aligned(g.workspace, 16) && g.workspace_bytes >= bytes, "fp8_tiled_gemm: ",
-                  config.describe(), " needs ", bytes, " bytes of 16-byte aligned workspace, got ", g.workspace_bytes);
-    DSINFER_CHECK(g.tile_counters != nullptr && g.tile_counter_capacity >= cut.shared, "fp8_tiled_gemm: ",
-                  config.describe(), " needs ", cut.shared, " zeroed tile counters, got ", g.tile_counter_capacity);
-  }
 
   KernelParams p{};
-  p.walk.rows_per_group = g.rows_per_group;
-  p.walk.groups = static_cast<int>(g.groups);
-  p.walk.group_rows = static_cast<int>(g.group_rows);
-  p.walk.n_tiles = static_cast<int>(n_tiles);
-  p.walk.k_blocks = static_cast<int>(g.k / kBlockK);
-  p.walk.whole_tiles = cut.shared > 0 ? static_cast<int>(cut.whole) : std::numeric_limits<int32_t>::max();
-  p.walk.shared_tiles = static_cast<int>(cut.shared);
   p.w_scale = g.w_scale;
   p.x_scale = g.x_scale;
+  p.rows_per_group = g.rows_per_group;
   p.y = g.y;
-  p.partials = static_cast<float4*>(g.workspace);
-  p.counters = g.tile_counters;
   p.scale_stride = g.scale_stride;
   p.y_row_stride = g.y_row_stride == 0 ? g.n : g.y_row_stride;
   p.y_group_stride = g.y_group_stride == 0 ? g.group_rows * p.y_row_stride : g.y_group_stride;
   p.n = static_cast<int>(g.n);
   p.n_scale_rows = static_cast<int>(ceil_div(g.n, kBlockK));
+  p.k_blocks = static_cast<int>(g.k / kBlockK);
+  p.group_rows = static_cast<int>(g.group_rows);
+  p.m_tiles = static_cast<int>(ceil_div(g.group_rows, config.bm));
+  p.n_tiles = static_cast<int>(ceil_div(g.n, config.bn));
+  const int64_t tiles = g.groups * p.m_tiles * p.n_tiles;
+  DSINFER_CHECK(tiles <= std::numeric_limits<int32_t>::max(), "fp8_tiled_gemm: ", tiles, " tiles are too many");
+  p.tiles = static_cast<int>(tiles);
   p.stages = stages;
   p.y_f32 = g.y_dtype == DType::kF32;
   // TMA stores need a 16-byte aligned y with 16-byte row and group strides.
@@ -682,6 +527,8 @@ void fp8_tiled_gemm(const Fp8WgmmaGemm& g, const Fp8TiledConfig& config, cudaStr
 
   const CUtensorMap q_map = make_map(g.q, static_cast<uint64_t>(g.q_rows), g.k, config.bm, "the FP8 activations");
   const CUtensorMap w_map = make_map(g.w, static_cast<uint64_t>(g.groups * g.n), g.k, config.bn, "the FP8 weights");
+  const int blocks = static_cast<int>(
+      std::min<int64_t>(tiles, config.blocks > 0 ? config.blocks : fp8_wgmma_sm_count()));
   // y as [groups][group_rows][n] bf16, written in 64 x 64 boxes (the 128-byte swizzle of the staging).
   const CUtensorMap y_map =
       p.tma_store ? make_swizzled_3d_map(g.y, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
@@ -695,7 +542,7 @@ void fp8_tiled_gemm(const Fp8WgmmaGemm& g, const Fp8TiledConfig& config, cudaStr
   // A function attribute, not a stream operation: legal (and cheap) during graph capture.
   DSINFER_CUDA_CHECK(cudaFuncSetAttribute(b.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   cudaLaunchConfig_t launch = {};
-  launch.gridDim = dim3(static_cast<unsigned>(cut.grid));
+  launch.gridDim = dim3(static_cast<unsigned>(blocks));
   launch.blockDim = dim3(b.threads);
   launch.dynamicSmemBytes = smem;
   launch.stream = stream;

@@ -1,27 +1,19 @@
 // Our FP8 block-scaled GEMM for many token rows (prefill, large decode batches, MoE groups of many
-// rows): persistent blocks walk output tiles of up to 256 x 128 with the tokens on warpgroup MMA's M
-// and the weights on its N, fed by TMA, with DeepSeek's per-128-K promotion. fp8_gemm_wgmma.h is its
+// rows): persistent blocks walk 128 x 128 output tiles with the tokens on warpgroup MMA's M and the
+// weights on its N, fed by TMA, with DeepSeek's per-128-K promotion. fp8_gemm_wgmma.h is its
 // counterpart for few tokens (weights on M); both take the same Fp8WgmmaGemm arguments:
 //
 //   y[g, t, n] = sum_kb w_scale[g, n / 128, kb] * x_scale[kb, row(g, t)]
 //                       * sum_{k in block kb} fp8(W[g, n, k]) * fp8(q[row(g, t), k])
 //   row(g, t) = g * group_rows + t,  for t < m_g = rows_per_group[g] (rows t >= m_g are not written)
 //
-// Stream-K (Fp8TiledConfig::stream_k, dense products only): the tiles of the last rounds are shared
-// out by K blocks so that no SM idles through a partial last round; blocks that share a tile write
-// f32 partial tiles to the caller's workspace and the last to arrive (a per-tile counter) adds them
-// in K order (deterministic: the same bits whichever block arrives last; not the same bits as the
-// tile computed whole). As for fp8_gemm_wgmma.h's split-K, the counters must be zero before the
-// first call, every call leaves them zero, and two calls that share counters must not run
-// concurrently. Without stream-K the workspace and counters are not used.
-//
-// Launchers queue work on `stream` and return: no allocation, no synchronization, no host copy
-// (graph-capturable). Bad arguments throw dsinfer::Error.
+// The split-K workspace and counters of Fp8WgmmaGemm are not used. Launchers queue work on `stream`
+// and return: no allocation, no synchronization, no host copy (graph-capturable). Bad arguments
+// throw dsinfer::Error.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -33,14 +25,12 @@ namespace dsinfer::backend::cuda {
 //   bm      token rows per tile: 64 (one consumer warpgroup), 128 (two) or 256 (two, two waves each)
 //   bn      weight rows per tile: 64 or 128 (wgmma's N; a tile never straddles a 128-row scale block)
 //   stages  depth of the TMA ring, one 128-wide K block a stage; 0: as deep as shared memory allows
-//   blocks  persistent blocks; 0: one an SM (never more than the tiles, or with stream-K the K blocks)
-//   stream_k  share the last rounds' tiles out by K (dense products; see above)
+//   blocks  persistent blocks; 0: one an SM (never more than the tiles)
 struct Fp8TiledConfig {
   int bm = 128;
   int bn = 128;
   int stages = 0;
   int blocks = 0;
-  bool stream_k = false;
   std::string describe() const;
 };
 
@@ -49,19 +39,8 @@ struct Fp8TiledConfig {
 bool fp8_tiled_supported(const Fp8WgmmaGemm& g);
 
 // The configuration for max_m rows a group (dense: T) of n x k weights, `groups` of them, on a GPU
-// with sm_count SMs: the tile shape a cost model of the GPU says is fastest (fp8_gemm_tiled.cu), and
-// stream-K where it says so (only with groups == 1: pass groups > 1 for per-group row counts).
+// with sm_count SMs: the tile shape a cost model of the GPU says is fastest (fp8_gemm_tiled.cu).
 Fp8TiledConfig choose_fp8_tiled_config(int64_t max_m, int64_t n, int64_t k, int64_t groups, int sm_count);
-
-// Stream-K's needs for a configuration on this device: workspace bytes (16-byte aligned) and zeroed
-// tile counters; 0 without stream-K.
-size_t fp8_tiled_workspace_bytes(const Fp8TiledConfig& config, int64_t max_m, int64_t n, int64_t k, int64_t groups);
-int64_t fp8_tiled_tile_counters(const Fp8TiledConfig& config, int64_t max_m, int64_t n, int64_t k, int64_t groups);
-
-// The largest workspace the chooser's dense configurations need for any T in [min_rows, max_rows]
-// on a GPU with sm_count SMs (does not decrease with max_rows: plan scratch once for the largest).
-// Their counters are fewer than two a block: kFp8WgmmaMaxSplitTiles cover them.
-size_t fp8_tiled_workspace_bound(int64_t min_rows, int64_t max_rows, int64_t n, int64_t k, int sm_count);
 
 // Whether this kernel, rather than fp8_gemm_wgmma.h's swap-AB one, should take the product: more than
 // 32 rows, and enough tiles to occupy half the SMs (otherwise swap-AB's split-K streams the weights

@@ -14,16 +14,14 @@
 // NaN codes and NaN scales in q; they must not reach any written output.
 //
 // For each (N, K) and M in {1, 2, 4, 5, 8, 16, 24, 32, 33, 48, 64, 96, 128, 200, 256, 512, 1024,
-// 3900, 4096}: the chosen tiling
+// 4096}: the chosen tiling
 // and the others (both tile heights, bn of M and 64, splits 1, 2, 3, 4, 8, short rings), each
 // against the reference: every y element within 2^-8 |ref| (bf16 y; 1e-5 for f32) + 1e-3 rms(ref),
 // NMSE <= 1e-5, y untouched outside [M, N] (stride gap and guard rows keep their 0xff bytes), two
 // runs bitwise equal, the split-K counters back at zero, and a CUDA graph replay (split-K) equal to
 // the eager run. The chosen tiling also with an f32 y. From M = 33 on, the tiled kernel
-// (fp8_gemm_tiled.h) too, in several configurations, stream-K among them (its counters back at zero
-// and its graph replays checked as split-K's). Grouped (masked MoE layout): 3 groups of 64 rows with
-// counts {0, 7, 64}, 4 of 256 with {0, 130, 256, 7}, and 5 of 320 with {300, 0, 100, 257, 320}, on
-// the device. Through GemmRunner: the wgmma path (quantization +
+// (fp8_gemm_tiled.h) too, in several configurations. Grouped (masked MoE layout): 3 groups of 64
+// rows with counts {0, 7, 64}, and 4 of 256 with {0, 130, 256, 7}, on the device. Through GemmRunner: the wgmma path (quantization +
 // kernel, launched programmatically; also replayed from a CUDA graph) must match the reference too;
 // cuBLASLt's NMSE is printed for information.
 //
@@ -81,8 +79,7 @@ constexpr Shape kShapes[] = {{"down (7168, 2048)", 7168, 2048},
                              {"q_b (24576, 1536)", 24576, 1536},
                              {"q_a+kv_a (2112, 7168)", 2112, 7168},
                              {"kv_a (576, 7168)", 576, 7168}};
-// 3900: a last m tile of 60 rows (one wave of a 256-row tile) with stream-K's pieces.
-constexpr int64_t kTokenCounts[] = {1, 2, 4, 5, 8, 16, 24, 32, 33, 48, 64, 96, 128, 200, 256, 512, 1024, 3900, 4096};
+constexpr int64_t kTokenCounts[] = {1, 2, 4, 5, 8, 16, 24, 32, 33, 48, 64, 96, 128, 200, 256, 512, 1024, 4096};
 // Masked grouped layout (decode MoE): these shapes' experts.
 constexpr Shape kGroupedShapes[] = {{"experts gate_up (4096, 7168)", 4096, 7168},
                                     {"experts down (7168, 2048)", 7168, 2048}};
@@ -90,9 +87,7 @@ struct GroupedLayout {
   int64_t group_rows;
   std::vector<int> counts;
 };
-// The last: two m tiles of 256 rows for some groups, a last m tile of one wave (44, 1 row), of a
-// full 64-row box (64), none (an empty group).
-const GroupedLayout kGroupedLayouts[] = {{64, {0, 7, 64}}, {256, {0, 130, 256, 7}}, {320, {300, 0, 100, 257, 320}}};
+const GroupedLayout kGroupedLayouts[] = {{64, {0, 7, 64}}, {256, {0, 130, 256, 7}}};
 
 class Buffer {
  public:
@@ -347,9 +342,9 @@ struct Candidate {
   Fp8WgmmaTiling tiling;
   Fp8TiledConfig config;
   std::string describe() const { return tiled ? config.describe() : tiling.describe(); }
-  bool split() const { return tiled ? config.stream_k : tiling.splits > 1; }
-  size_t workspace_bytes(int64_t max_m, int64_t n, int64_t k, int64_t groups) const {
-    return tiled ? fp8_tiled_workspace_bytes(config, max_m, n, k, groups) : fp8_wgmma_workspace_bytes(tiling, max_m, n, groups);
+  bool split() const { return !tiled && tiling.splits > 1; }
+  size_t workspace_bytes(int64_t max_m, int64_t n, int64_t groups) const {
+    return tiled ? 0 : fp8_wgmma_workspace_bytes(tiling, max_m, n, groups);
   }
   void launch(const Fp8WgmmaGemm& g, cudaStream_t stream) const {
     if (tiled) {
@@ -399,16 +394,6 @@ std::vector<Candidate> candidates_for(int64_t max_m, int64_t n, int64_t k, int64
           out.push_back({true, {}, c});
         }
     out.push_back({true, {}, {picked.bm, picked.bn, picked.stages, sms / 2}});  // fewer blocks than SMs
-    if (groups == 1) {
-      // Stream-K: each tile shape, then few and odd block counts (ranges over several tiles, tiles
-      // shared by many blocks).
-      for (const auto& [bm, bn] : {std::pair{256, 128}, std::pair{128, 128}, std::pair{64, 64}}) {
-        if ((bm == 64 && max_m > 1024) || (bm == 256 && max_m < 128)) continue;
-        const Fp8TiledConfig c{bm, bn, 0, 0, true};
-        if (!(picked.stream_k && picked.bm == bm && picked.bn == bn && picked.stages == 0)) out.push_back({true, {}, c});
-      }
-      for (int blocks : {7, sms / 2 + 1}) out.push_back({true, {}, {picked.bm, picked.bn, 0, blocks, true}});
-    }
   }
   return out;
 }
@@ -448,7 +433,7 @@ double check_tiling(Context& ctx, const Problem& p, const Candidate& tiling, boo
   ctx.watchdog.at(str_cat(p.name, ", ", tiling.describe(), f32 ? ", f32 y" : ""));
   YLayout layout{p.groups, p.group_rows, p.n, p.n + 8, f32, p.counts};
   Buffer y(layout.bytes());
-  const size_t workspace_bytes = tiling.workspace_bytes(p.group_rows, p.n, p.k, p.groups);
+  const size_t workspace_bytes = tiling.workspace_bytes(p.group_rows, p.n, p.groups);
   Buffer workspace(workspace_bytes);
   Fp8WgmmaGemm g;
   g.w = p.w;

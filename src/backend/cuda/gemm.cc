@@ -89,7 +89,7 @@ bool fp8_shape_ok(int64_t out_features, int64_t in_features) {
 int64_t padded_tokens(int64_t tokens) { return round_up(std::max<int64_t>(tokens, 1), 4); }
 
 // Scratch of the FP8 paths: [T4, K] e4m3 activations, [K/128, T4] f32 scales, then one region that
-// is cuBLASLt's [T4, N] output for a T that is not a multiple of 4, or the wgmma kernels' split-K
+// is cuBLASLt's [T4, N] output for a T that is not a multiple of 4, or the wgmma kernel's split-K
 // partials (partial_bytes): always counted, both, so the size never decreases with T.
 struct Fp8Scratch {
   int64_t scales_offset = 0;
@@ -115,18 +115,13 @@ bool fp8_wgmma_shape_ok(const GemmOptions& options, int64_t out_features, int64_
          out_features < (int64_t{1} << 31) && in_features < (int64_t{1} << 31);
 }
 
-// The split-K partials the wgmma kernels may need at up to `tokens` rows (0 where they never run):
-// the bound over every T they take up to min(tokens, fp8_wgmma_max_rows), so it never decreases
-// (the swap-AB kernel's split-K, and the tiled kernel's stream-K from fp8_tiled_min_rows).
+// The split-K partials the wgmma kernel may need at up to `tokens` rows (0 where it never runs):
+// the bound over every T it takes up to min(tokens, fp8_wgmma_max_rows), so it never decreases.
 size_t fp8_wgmma_partial_bytes(const GemmOptions& options, int64_t tokens, int64_t out_features,
                                int64_t in_features) {
   if (!fp8_wgmma_shape_ok(options, out_features, in_features) || tokens <= options.fp8_fallback_max_rows) return 0;
-  const int64_t rows = std::min(tokens, options.fp8_wgmma_max_rows);
-  const int sms = fp8_wgmma_sm_count();
-  size_t bytes = fp8_wgmma_workspace_bound(rows, out_features, in_features, 1, sms);
-  if (rows >= options.fp8_tiled_min_rows)
-    bytes = std::max(bytes, fp8_tiled_workspace_bound(options.fp8_tiled_min_rows, rows, out_features, in_features, sms));
-  return bytes;
+  return fp8_wgmma_workspace_bound(std::min(tokens, options.fp8_wgmma_max_rows), out_features, in_features, 1,
+                                   fp8_wgmma_sm_count());
 }
 
 enum class Kind : uint8_t { kBf16, kF32, kFp8, kGroupedBf16 };

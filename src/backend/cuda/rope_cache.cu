@@ -21,16 +21,13 @@
 // write_latent_cache: cache[slot[t]] = [rms_norm(kv_a[t, :latent]) * w | rope(kv_a[t, latent:])].
 //   Roofline: reads and writes (latent + rope) * 2 bytes per token (V3: 1152 each) + the weight
 //   (cached) and one table row. Launch, 16-byte units (interleaved, latent and rope multiples of 8,
-//   latent <= 1024, rope <= 256, pointers 16-byte aligned): a warp per token at a time, lane l
-//   holding latent units l + 32 j (V3: 2) and rope unit l (V3: lanes 0..7), single 16-byte accesses;
-//   the sum of squares is a warp reduction (no block barrier). 128-thread blocks, one wave of them (V3:
-//   5 per SM, <= 96 registers), each warp walking tokens w, w + warps, ...: the next token's rows
-//   load before this one is processed (a token in flight a warp through the arithmetic and stores),
-//   its slot and position taken from a batch that the warp loads 32 tokens at a time (lane i: its
-//   i-th next token), so cos and sin follow the rows with no round trip of their own; only a warp's
-//   first token waits for its position, as every token did. (One token a warp, each with a round
-//   trip for its rows and position and one for cos and sin, the blocks in waves: 54% / 70% of copy
-//   at 4096 / 16384 tokens on an H200.) Otherwise one 128-thread block per token, element by element.
+//   latent <= 1024, rope <= 256, pointers 16-byte aligned): one warp per token, 4 tokens per
+//   128-thread block; lane l holds latent units l + 32 j (V3: 2) and rope unit l (V3: lanes 0..7),
+//   all loaded at once with the token's slot and position, single 16-byte accesses; cos and sin
+//   follow the position (two round trips in all: the loads used to wait for the slot, and the
+//   tables for them, three, with the row read and written 4 bytes at a time: 47% / 63% of copy at
+//   4096 / 16384 tokens on an H200); the sum of squares is a warp reduction (no block barrier).
+//   Otherwise one 128-thread block per token, element by element.
 // write_cache: cache[slot_mapping[t]] = [latent[t] | k_rope[t]], rows of 576 bf16 for V3.
 // gather_cache: out[row_start[b] + j] = cache[slot(b, j)] over every sequence's context.
 //   Both move rows * width * 2 bytes each way and compute nothing. Launch: 16-byte units (2-byte ones
@@ -40,7 +37,6 @@
 #include "backend/cuda/rope_cache.h"
 
 #include <algorithm>
-#include <type_traits>
 
 #include "backend/cache_layout.h"
 #include "backend/cuda/cuda_check.h"
@@ -242,126 +238,82 @@ __global__ void __launch_bounds__(kLatentThreads)
   }
 }
 
-// One warp per token at a time, 16-byte units (see the top); kLatentUnits latent units per lane
-// (latent <= 256 kLatentUnits), rope units on lanes 0 .. rope / 8 - 1, interleaved pairs.
-// write_latent_cache_kernel's arithmetic; the sum of squares in another order (a warp's lanes, then a
-// tree).
-constexpr int kLatentWarps = 4;  // warps per block
-constexpr int kLatentBatch = 32;  // tokens whose slots and positions a warp loads at once, one a lane
-
-// Blocks per SM that the launch bounds guarantee, by latent units per lane (registers: <= 80, 96, 128).
-__host__ __device__ constexpr int latent_blocks_per_sm(int latent_units) {
-  return latent_units == 1 ? 6 : latent_units == 2 ? 5 : 4;
-}
-
-// What a token needs loaded: its latent units, its rope unit with that position's cos and sin (rope
-// lanes), and its slot.
-template <int kLatentUnits>
-struct LatentTokenLoads {
-  uint4 latent[kLatentUnits];
-  uint4 rope;
-  float4 cos, sin;
-  int64_t slot;
-};
+// One warp per token, 16-byte units (see the top); kLatentUnits latent units per lane (latent <=
+// 256 kLatentUnits), rope units on lanes 0 .. rope / 8 - 1, interleaved pairs. write_latent_cache_kernel's
+// arithmetic; the sum of squares in another order (a warp's lanes, then a tree).
+constexpr int kLatentWarps = 4;  // tokens per block
 
 template <int kLatentUnits>
-__global__ void __launch_bounds__(kLatentWarps * 32, latent_blocks_per_sm(kLatentUnits))
+__global__ void __launch_bounds__(kLatentWarps * 32)
     write_latent_cache_warp_kernel(const bf16* __restrict__ kv_a, int64_t tokens, int latent, int rope,
                                    const float* __restrict__ weight, float eps, const int32_t* __restrict__ positions,
                                    const float* __restrict__ cos_table, const float* __restrict__ sin_table,
                                    const int64_t* __restrict__ slot_mapping, bf16* __restrict__ cache) {
   allow_dependent_launch();
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t warps = int64_t{gridDim.x} * kLatentWarps;
-  int64_t t = int64_t{blockIdx.x} * kLatentWarps + threadIdx.x / 32;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kLatentWarps + threadIdx.x / 32;
   if (t >= tokens) return;  // the whole warp
   const int width = latent + rope, latent_units = latent / kChunk, rope_units = rope / kChunk;
+  const uint4* row = reinterpret_cast<const uint4*>(kv_a + t * width);
+
+  // Every load at once: the slot (it decides only the stores, so the row does not wait for it), the
+  // row's units, the norm weights (no round trip after the reduction), the rope unit and the
+  // position; cos and sin follow the position.
+  const int64_t slot = slot_mapping[t];
+  uint4 raw[kLatentUnits], raw_rope = make_uint4(0u, 0u, 0u, 0u);
+  float w[kLatentUnits][kChunk];
+#pragma unroll
+  for (int j = 0; j < kLatentUnits; ++j) {
+    const int u = lane + 32 * j;
+    if (u < latent_units) {
+      raw[j] = row[u];
+      load_f32x8(weight + u * kChunk, w[j]);
+    }
+  }
   const bool has_rope = lane < rope_units;
+  int position = 0;
+  if (has_rope) {
+    raw_rope = row[latent_units + lane];
+    position = positions[t];
+  }
+  if (slot < 0) return;  // the whole warp: a skipped (padding) row
+  float4 c = make_float4(0.0f, 0.0f, 0.0f, 0.0f), s = c;
+  if (has_rope) {
+    const int64_t table = static_cast<int64_t>(position) * (rope / 2) + 4 * lane;
+    c = *reinterpret_cast<const float4*>(cos_table + table);
+    s = *reinterpret_cast<const float4*>(sin_table + table);
+  }
+  uint4* out = reinterpret_cast<uint4*>(cache + slot * width);
 
-  // A token's loads: its rows; its slot and position (the first token's with them, later ones' from a
-  // batch loaded kLatentBatch tokens at a time, t + i * warps on lane i, so that they come a token
-  // ahead of the rows); then, for a token that is written, the cos and sin at its position.
-  int64_t batch_slot = 0;
-  int batch_position = 0;
-  int k = 0;  // the warp's tokens issued from the batches so far
-  auto issue = [&](auto first, LatentTokenLoads<kLatentUnits>& loads) {  // token t's
-    const uint4* row = reinterpret_cast<const uint4*>(kv_a + t * width);
+  // rms_norm's arithmetic: the f32 sum of squares over the latent, then w * (x * inv_rms) rounded.
+  float held[kLatentUnits][kChunk];
+  float sum_squares = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kLatentUnits; ++j) {
-      const int u = lane + 32 * j;
-      if (u < latent_units) loads.latent[j] = row[u];
-    }
-    if (has_rope) loads.rope = row[latent_units + lane];
-    int position;
-    if constexpr (decltype(first)::value) {
-      loads.slot = slot_mapping[t];
-      position = rope_units > 0 ? positions[t] : 0;
-    } else {
-      const int in_batch = k % kLatentBatch;
-      if (in_batch == 0) {  // the whole warp: the next batch (lanes past the last token load the last one's)
-        const int64_t token = min(t + lane * warps, tokens - 1);
-        batch_slot = slot_mapping[token];
-        batch_position = rope_units > 0 ? positions[token] : 0;
-      }
-      loads.slot = __shfl_sync(0xffffffffu, batch_slot, in_batch);
-      position = __shfl_sync(0xffffffffu, batch_position, in_batch);
-      ++k;
-    }
-    if (has_rope && loads.slot >= 0) {
-      const int64_t table = static_cast<int64_t>(position) * (rope / 2) + 4 * lane;
-      loads.cos = *reinterpret_cast<const float4*>(cos_table + table);
-      loads.sin = *reinterpret_cast<const float4*>(sin_table + table);
-    }
-  };
-
-  auto process = [&](const LatentTokenLoads<kLatentUnits>& loads) {
-    if (loads.slot < 0) return;  // the whole warp: a skipped (padding) row
-    uint4* out = reinterpret_cast<uint4*>(cache + loads.slot * width);
-    // rms_norm's arithmetic: the f32 sum of squares over the latent, then w * (x * inv_rms) rounded.
-    float held[kLatentUnits][kChunk];
-    float sum_squares = 0.0f;
+  for (int j = 0; j < kLatentUnits; ++j) {
+    if (lane + 32 * j < latent_units) {
+      unpack_bf16_words(raw[j], held[j]);
 #pragma unroll
-    for (int j = 0; j < kLatentUnits; ++j) {
-      if (lane + 32 * j < latent_units) {
-        unpack_bf16_words(loads.latent[j], held[j]);
-#pragma unroll
-        for (int e = 0; e < kChunk; ++e) sum_squares += held[j][e] * held[j][e];
-      }
+      for (int e = 0; e < kChunk; ++e) sum_squares += held[j][e] * held[j][e];
     }
+  }
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) sum_squares += __shfl_xor_sync(0xffffffffu, sum_squares, offset);
-    const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(latent) + eps);
+  for (int offset = 16; offset > 0; offset /= 2) sum_squares += __shfl_xor_sync(0xffffffffu, sum_squares, offset);
+  const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(latent) + eps);
 #pragma unroll
-    for (int j = 0; j < kLatentUnits; ++j) {
-      const int u = lane + 32 * j;
-      if (u < latent_units) {
-        float w[kChunk];
-        load_f32x8(weight + u * kChunk, w);  // L1 hits after the warp's first token
+  for (int j = 0; j < kLatentUnits; ++j) {
+    const int u = lane + 32 * j;
+    if (u < latent_units) {
 #pragma unroll
-        for (int e = 0; e < kChunk; ++e) held[j][e] = w[e] * (held[j][e] * inv_rms);
-        out[u] = pack_bf16_words(held[j]);
-      }
+      for (int e = 0; e < kChunk; ++e) held[j][e] = w[j][e] * (held[j][e] * inv_rms);
+      out[u] = pack_bf16_words(held[j]);
     }
-    // rope_kernel's arithmetic on the rope part: this lane's 4 interleaved pairs.
-    if (has_rope) {
-      float v[kChunk];
-      unpack_bf16_words(loads.rope, v);
-      rotate_unit(v, loads.cos, loads.sin);
-      out[latent_units + lane] = pack_bf16_words(v);
-    }
-  };
-
-  // Tokens t, t + warps, ...: two sets of loads used in turn (no copy between them), the next token's
-  // in flight while this one's are processed.
-  LatentTokenLoads<kLatentUnits> even, odd;
-  issue(std::true_type{}, even);
-  auto step = [&](const LatentTokenLoads<kLatentUnits>& current, LatentTokenLoads<kLatentUnits>& following) {
-    t += warps;
-    if (t < tokens) issue(std::false_type{}, following);
-    process(current);
-    return t < tokens;
-  };
-  while (step(even, odd) && step(odd, even)) {
+  }
+  // rope_kernel's arithmetic on the rope part: this lane's 4 interleaved pairs.
+  if (has_rope) {
+    float v[kChunk];
+    unpack_bf16_words(raw_rope, v);
+    rotate_unit(v, c, s);
+    out[latent_units + lane] = pack_bf16_words(v);
   }
 }
 
@@ -507,22 +459,18 @@ void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t laten
   const int64_t latent_units = latent / kChunk;
   if (interleaved && latent % kChunk == 0 && rope % kChunk == 0 && latent_units <= 4 * 32 && rope / kChunk <= 32 &&
       aligned16(kv_a) && aligned16(cache) && aligned16(norm_weight) && aligned16(cos_table) && aligned16(sin_table)) {
-    // One wave of blocks (as many on every SM), at most one warp a token.
-    int device = 0, sms = 0;
-    DSINFER_CUDA_CHECK(cudaGetDevice(&device));
-    DSINFER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    const auto launch = [&](auto kernel, int blocks_per_sm) {
-      const int64_t blocks = std::min((tokens + kLatentWarps - 1) / kLatentWarps, int64_t{sms} * blocks_per_sm);
-      kernel<<<static_cast<unsigned>(blocks), kLatentWarps * 32, 0, stream>>>(
-          kv_a, tokens, static_cast<int>(latent), static_cast<int>(rope), norm_weight, eps, positions, cos_table,
-          sin_table, slot_mapping, cache);
+    const auto blocks = static_cast<unsigned>((tokens + kLatentWarps - 1) / kLatentWarps);
+    const auto launch = [&](auto kernel) {
+      kernel<<<blocks, kLatentWarps * 32, 0, stream>>>(kv_a, tokens, static_cast<int>(latent), static_cast<int>(rope),
+                                                       norm_weight, eps, positions, cos_table, sin_table, slot_mapping,
+                                                       cache);
     };
     if (latent_units <= 32) {
-      launch(write_latent_cache_warp_kernel<1>, latent_blocks_per_sm(1));
+      launch(write_latent_cache_warp_kernel<1>);
     } else if (latent_units <= 64) {
-      launch(write_latent_cache_warp_kernel<2>, latent_blocks_per_sm(2));
+      launch(write_latent_cache_warp_kernel<2>);
     } else {
-      launch(write_latent_cache_warp_kernel<4>, latent_blocks_per_sm(4));
+      launch(write_latent_cache_warp_kernel<4>);
     }
     DSINFER_CUDA_CHECK_LAUNCH();
     return;

@@ -46,10 +46,10 @@ void write_cache_split(const __nv_bfloat16* latent, int64_t latent_row_stride, i
 //   cache[slot_mapping[t], latent : latent + rope] = rope(kv_a[t, latent : latent + rope], positions[t])
 // with rms_norm's and rope_inplace's arithmetic (the same roundings). kv_a [tokens, latent + rope] bf16
 // contiguous; norm_weight [latent] f32; cos/sin tables [max_positions, rope / 2] f32; slot_mapping as
-// write_cache's (negative: skip the row). Launch: a warp per token at a time, 16-byte accesses, each
-// warp of one wave walking tokens (V3's shapes: interleaved, latent and rope multiples of 8, latent
-// <= 1024, aligned pointers), else one 128-thread block per token. Bytes: 2 (latent + rope) read and
-// written per token, nothing more: the latency of one launch instead of six.
+// write_cache's (negative: skip the row). Launch: one warp per token with 16-byte accesses (V3's
+// shapes: interleaved, latent and rope multiples of 8, latent <= 1024, aligned pointers), else one
+// 128-thread block per token. Bytes: 2 (latent + rope) read and written per token, nothing more: the
+// latency of one launch instead of six.
 void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t latent, int64_t rope,
                         const float* norm_weight, float eps, const int32_t* positions, const float* cos_table,
                         const float* sin_table, bool interleaved, const int64_t* slot_mapping, __nv_bfloat16* cache,
