@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/norm.h"
+#include "backend/cuda/rope_cache.h"
 #include "core/dtype.h"
 
 namespace dsinfer::backend::cuda {
