@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,18 @@ int default_threads() {
 }
 
 thread_local bool t_inside_pool = false;
+
+// One parallel_for's work: its chunks are claimed from `next` by generation, so a worker that wakes
+// late (after its generation has finished and the next has begun) can never take a chunk it was not
+// given. It did once: a stale worker's claim from the old counter, compared with the new call's
+// chunk count, ran a chunk of the new call that the new counter handed out again, and the count of
+// chunks left went below zero, so the caller waited for ever (seen on a 64-core host).
+struct Work {
+  const std::function<void(int64_t, int64_t)>* body = nullptr;
+  int64_t count = 0;
+  int chunks = 0;
+  uint32_t generation = 0;
+};
 
 class ThreadPool {
  public:
@@ -49,31 +62,40 @@ class ThreadPool {
   bool try_run(int64_t count, int chunks, const std::function<void(int64_t, int64_t)>& body) {
     std::unique_lock<std::mutex> busy(busy_mutex_, std::try_to_lock);
     if (!busy.owns_lock()) return false;
+    Work work;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      body_ = &body;
-      count_ = count;
-      chunks_ = chunks;
-      next_chunk_.store(0);
+      work = {&body, count, chunks, current_.generation + 1};
+      current_ = work;
+      next_.store(uint64_t{work.generation} << 32);
       remaining_ = chunks;
-      ++generation_;
     }
     wake_.notify_all();
-    run_chunks();
+    run_chunks(work);
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [&] { return remaining_ == 0; });
-    body_ = nullptr;
+    current_.body = nullptr;
     return true;
   }
 
  private:
-  void run_chunks() {
+  // The next chunk of `work`, or -1 when its chunks are all claimed or another call's are on offer.
+  int claim(const Work& work) {
+    uint64_t next = next_.load();
+    while (true) {
+      const auto chunk = static_cast<uint32_t>(next);
+      if (static_cast<uint32_t>(next >> 32) != work.generation || chunk >= static_cast<uint32_t>(work.chunks)) return -1;
+      if (next_.compare_exchange_weak(next, next + 1)) return static_cast<int>(chunk);
+    }
+  }
+
+  void run_chunks(const Work& work) {
     t_inside_pool = true;
     int finished = 0;
-    for (int chunk = next_chunk_.fetch_add(1); chunk < chunks_; chunk = next_chunk_.fetch_add(1)) {
-      int64_t begin = count_ * chunk / chunks_;
-      int64_t end = count_ * (chunk + 1) / chunks_;
-      if (begin < end) (*body_)(begin, end);
+    for (int chunk = claim(work); chunk >= 0; chunk = claim(work)) {
+      const int64_t begin = work.count * chunk / work.chunks;
+      const int64_t end = work.count * (chunk + 1) / work.chunks;
+      if (begin < end) (*work.body)(begin, end);
       ++finished;
     }
     t_inside_pool = false;
@@ -85,15 +107,16 @@ class ThreadPool {
   }
 
   void work() {
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      wake_.wait(lock, [&] { return stopping_ || current_.generation != seen; });
       if (stopping_) return;
-      seen = generation_;
-      if (body_ == nullptr) continue;
+      const Work work = current_;  // this generation's work, read under the lock
+      seen = work.generation;
+      if (work.body == nullptr) continue;
       lock.unlock();
-      run_chunks();
+      run_chunks(work);
       lock.lock();
     }
   }
@@ -102,12 +125,9 @@ class ThreadPool {
   std::mutex busy_mutex_;  // one parallel_for at a time
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  const std::function<void(int64_t, int64_t)>* body_ = nullptr;
-  int64_t count_ = 0;
-  int chunks_ = 0;
-  std::atomic<int> next_chunk_{0};
-  int remaining_ = 0;
-  uint64_t generation_ = 0;
+  Work current_;                    // the call on offer (body null once it has finished)
+  std::atomic<uint64_t> next_{0};   // its generation (high 32 bits) and next unclaimed chunk
+  int remaining_ = 0;               // its chunks not yet finished
   bool stopping_ = false;
 };
 
