@@ -2370,7 +2370,23 @@ void print_case(std::ostream& log, const CaseResult& result, bool perf) {
 
 void print_summary(const ConformanceReport& report, std::ostream& log) {
   size_t checks = 0;
-  for (const CaseResult& c : report.cases) checks += c.checks.size();
+  double build = 0.0, reference = 0.0, candidate = 0.0;
+  for (const CaseResult& c : report.cases) {
+    checks += c.checks.size();
+    build += c.build_seconds, reference += c.reference_seconds, candidate += c.candidate_seconds;
+  }
+  // Where the suite's time went: the stages in all, then the slowest cases.
+  std::vector<const CaseResult*> slowest;
+  for (const CaseResult& c : report.cases) slowest.push_back(&c);
+  auto total = [](const CaseResult* c) { return c->build_seconds + c->reference_seconds + c->candidate_seconds; };
+  std::sort(slowest.begin(), slowest.end(), [&](const CaseResult* a, const CaseResult* b) { return total(a) > total(b); });
+  slowest.resize(std::min<size_t>(slowest.size(), 5));
+  log << std::fixed << std::setprecision(1) << "host time: building inputs " << build << " s, reference " << reference
+      << " s, candidate and comparison " << candidate << " s; slowest:";
+  for (const CaseResult* c : slowest)
+    log << "\n  " << c->op << " " << c->name << ": " << c->build_seconds << " + " << c->reference_seconds << " + "
+        << c->candidate_seconds << " s";
+  log << std::defaultfloat << '\n';
   log << "conformance of " << report.candidate << ": " << report.cases.size() << " cases, " << checks << " checks, ";
   if (report.passed()) {
     log << "all passed\n";
@@ -2391,15 +2407,25 @@ ConformanceReport run_cases(Backend& candidate, Backend& reference, const std::v
     if (c.name.find(options.name_contains) == std::string::npos) continue;
     CaseResult result{c.op, c.name, {}, "", -1.0};
     const char* stage = "building inputs";
+    auto since = std::chrono::steady_clock::now();
+    auto lap = [&since] {  // seconds since the last lap
+      const auto now = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(now - since).count();
+      since = now;
+      return seconds;
+    };
     try {
       CaseProgram program = c.make();
+      result.build_seconds = lap();
       stage = "reference";
       Outputs expected = execute(reference, program, Role::kReference, 0, nullptr);
+      result.reference_seconds = lap();
       stage = "candidate";
       Outputs actual = execute(candidate, program, Role::kCandidate, options.perf ? std::max(10, options.perf_runs) : 0,
                                &result.median_us);
       stage = "comparing";
       result.checks = program.compare(expected, actual);
+      result.candidate_seconds = lap();
       for (const auto& [name, damaged] : actual.guard_damage)
         result.checks.push_back({"guard " + name, "damaged", static_cast<double>(damaged), 0.0, damaged == 0,
                                  damaged ? str_cat(damaged, " elements around the tensor changed") : ""});

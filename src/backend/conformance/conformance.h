@@ -114,6 +114,9 @@ struct CaseResult {
   std::vector<CheckResult> checks;
   std::string error;        // an exception from either backend: the case fails
   double median_us = -1.0;  // the candidate's median time in perf mode, else negative
+  // Wall seconds of the case's stages: building its inputs, the reference, the candidate (with the
+  // comparison). The summary names the slowest cases, so that a long suite says where its time goes.
+  double build_seconds = 0.0, reference_seconds = 0.0, candidate_seconds = 0.0;
   bool passed() const;
 };
 
