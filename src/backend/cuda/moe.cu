@@ -71,6 +71,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/elementwise.h"
+#include "backend/cuda/expert_list.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/moe_fp8_rows.h"
 #include "backend/cuda/moe_w4a8_rows.h"
@@ -147,55 +148,12 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Exclusive prefix sum over the block (kThreads threads, all calling); *total gets the block's sum.
-// Safe to call repeatedly: it synchronizes before returning.
+// The experts a launch serves (expert_list.cuh), from the product's arguments.
 template <int kThreads>
-__device__ int block_exclusive_scan(int value, int* total, int* warp_sums) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int inclusive = value;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    const int other = __shfl_up_sync(kFullMask, inclusive, offset);
-    if (lane >= offset) inclusive += other;
-  }
-  if (lane == 31) warp_sums[warp] = inclusive;
-  __syncthreads();
-  int before = 0, sum = 0;
-  for (int w = 0; w < kThreads / 32; ++w) {
-    const int s = warp_sums[w];
-    before += w < warp ? s : 0;
-    sum += s;
-  }
-  __syncthreads();
-  *total = sum;
-  return before + inclusive - value;
-}
-
-// The experts this launch serves, in expert order: active[a] = expert, first_item[a] = its first work
-// item; an expert with r rows has ceil(r / rows_per_tile) * tiles items (rows_per_tile 0: tiles).
-// Returns the number of items; *listed gets the number of experts. All threads call it.
-template <int kThreads>
-__device__ int list_experts(const ProductArgs& p, int rows_per_tile, int tiles, int* active, int* first_item,
-                            int* warp_sums, int* listed) {
-  int count = 0, items = 0;
-  for (int base = 0; base < p.num_experts; base += kThreads) {
-    const int e = base + static_cast<int>(threadIdx.x);
-    const int rows = e < p.num_experts ? p.offsets[e + 1] - p.offsets[e] : 0;
-    const bool take = rows >= p.min_rows && rows <= p.max_rows;  // min_rows >= 1
-    const int my_items = take ? (rows_per_tile > 0 ? static_cast<int>(ceil_div(rows, rows_per_tile)) : 1) * tiles : 0;
-    int taken, added;
-    const int index = block_exclusive_scan<kThreads>(take ? 1 : 0, &taken, warp_sums);
-    const int first = block_exclusive_scan<kThreads>(my_items, &added, warp_sums);
-    if (take) {
-      active[count + index] = e;
-      first_item[count + index] = items + first;
-    }
-    count += taken;
-    items += added;
-  }
-  __syncthreads();
-  *listed = count;
-  return items;
+__device__ int list_product_experts(const ProductArgs& p, int rows_per_tile, int tiles, int* active, int* first_item,
+                                    int* warp_sums, int* listed) {
+  return list_experts<kThreads>(p.offsets, p.num_experts, p.min_rows, p.max_rows, rows_per_tile, tiles, active,
+                                first_item, warp_sums, listed);
 }
 
 // ---- 1. plan ----
@@ -423,7 +381,7 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm(kRowTile, kUn
   // Items per expert: gate_up, one per output i (rows i, I + i); down, one per output pair.
   const int tiles = static_cast<int>(kGateUp ? p.outputs : ceil_div(p.outputs, 2));
   int listed;
-  const int items = list_experts<kGemvThreads>(p, 0, tiles, active, first_item, warp_sums, &listed);
+  const int items = list_product_experts<kGemvThreads>(p, 0, tiles, active, first_item, warp_sums, &listed);
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   for (int item = static_cast<int>(blockIdx.x) * kGemvWarps + warp; item < items;
@@ -498,7 +456,7 @@ __global__ void __launch_bounds__(kMmaThreads, mma_blocks_per_sm(kTileM)) expert
   const int64_t K = p.k;
   const int n_tiles = static_cast<int>(ceil_div(p.outputs, kGateUp ? kTileN / 2 : kTileN));
   int listed;
-  const int items = list_experts<kMmaThreads>(p, kTileM, n_tiles, active, first_item, warp_sums, &listed);
+  const int items = list_product_experts<kMmaThreads>(p, kTileM, n_tiles, active, first_item, warp_sums, &listed);
 
   for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x)) {
     int lo = 0, hi = listed - 1;  // the last expert whose first item is <= item

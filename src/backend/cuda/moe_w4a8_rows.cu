@@ -74,6 +74,7 @@
 #include <climits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/expert_list.cuh"
 #include "backend/cuda/mma.cuh"
 #include "core/dtype.h"
 
@@ -207,54 +208,6 @@ __device__ __forceinline__ int expert_of_row(const int32_t* offsets, int num_exp
 // Where column k of an activation row sits in the permuted layout (8 columns stored as 0 4 1 5 2 6 3 7).
 __host__ __device__ constexpr int64_t permuted_column(int64_t k) { return (k & ~int64_t{7}) + 2 * (k % 4) + (k / 4) % 2; }
 
-// Exclusive prefix sum over the block (kThreads threads, all calling); *total gets the block's sum.
-// Safe to call repeatedly: it synchronizes before returning.
-__device__ int block_exclusive_scan(int value, int* total, int* warp_sums) {
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  int inclusive = value;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    const int other = __shfl_up_sync(kFullMask, inclusive, offset);
-    if (lane >= offset) inclusive += other;
-  }
-  if (lane == 31) warp_sums[warp] = inclusive;
-  __syncthreads();
-  int before = 0, sum = 0;
-  for (int w = 0; w < kWarps; ++w) {
-    const int s = warp_sums[w];
-    before += w < warp ? s : 0;
-    sum += s;
-  }
-  __syncthreads();
-  *total = sum;
-  return before + inclusive - value;
-}
-
-// The experts with rows, in expert order: active[a] = expert, first_item[a] = its first work item (each of
-// its ceil(rows / chunk_rows) chunks has `tiles` items). Returns the number of items; *listed gets the number
-// of experts. All threads of the block call it.
-__device__ int list_experts(const Params& p, int chunk_rows, int* active, int* first_item, int* warp_sums,
-                            int* listed) {
-  int count = 0, items = 0;
-  for (int base = 0; base < p.num_experts; base += kThreads) {  // uniform over the block
-    const int e = base + static_cast<int>(threadIdx.x);
-    const int rows = e < p.num_experts ? p.offsets[e + 1] - p.offsets[e] : 0;
-    const int mine = rows > 0 ? (rows + chunk_rows - 1) / chunk_rows * p.tiles : 0;
-    int taken, added;
-    const int index = block_exclusive_scan(rows > 0 ? 1 : 0, &taken, warp_sums);
-    const int first = block_exclusive_scan(mine, &added, warp_sums);
-    if (rows > 0) {
-      active[count + index] = e;
-      first_item[count + index] = items + first;
-    }
-    count += taken;
-    items += added;
-  }
-  __syncthreads();
-  *listed = count;
-  return items;
-}
-
 // A work item: weight tile `tile` of `expert` times the expert's rows [first, first + count).
 struct Item {
   int expert, tile, first, count;
@@ -370,7 +323,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) w4a8_rows_kernel(const
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, c = lane % 4;
   int listed;
-  const int items = list_experts(p, kChunkRows, active, first_item, warp_sums, &listed);
+  // Every expert with rows, each of its ceil(rows / kChunkRows) chunks `tiles` items (expert_list.cuh).
+  const int items = list_experts<kThreads>(p.offsets, p.num_experts, 1, INT_MAX, kChunkRows, p.tiles, active, first_item,
+                                           warp_sums, &listed);
   const int grid = static_cast<int>(gridDim.x);
   const int my_first = static_cast<int>(blockIdx.x);
   const int my_items = my_first < items ? (items - 1 - my_first) / grid + 1 : 0;
