@@ -1,87 +1,147 @@
 #!/usr/bin/env bash
 # The GPU tests, in one command, on a machine with an H100 or H200 (DESIGN.md: "GPU tests run on a
 # GPU machine through one script"). `make test` runs everything that needs no GPU; this runs the rest:
-#   1. the conformance harness: every CUDA op against the CPU op at real DeepSeek-V3 shapes, with
-#      the fast kernels and with the reference kernels; every tiling of the FP8 wgmma GEMMs;
+#   1. the conformance harness: every CUDA op against the CPU op at real DeepSeek-V3 shapes
+#      (`conformance`) and at small ones (`conformance-small`, with the long-walk and fused
+#      quantization tests), with the fast kernels and with the reference kernels; every tiling of the
+#      FP8 wgmma GEMMs; the W4A8 experts' int4 kernels;
 #   2. the fixture models (bf16, FP8, V2-Lite-like) on the GPU against Hugging Face's logits, CUDA
 #      graph replay against eager execution, and overlapped steps against synchronous ones;
 #   3. the server end to end on the GPU (engine, sampling, streaming, failures, structured output
 #      and logit_bias) over the fixture and the bundled models, and speculative decoding's engine;
-#   4. compute-sanitizer memcheck over the conformance harness;
+#   4. compute-sanitizer memcheck over the small-shape conformance;
 #   5. on 2 GPUs or more, the NCCL communicator against the CPU's, and the model sharded over the
 #      GPUs (tensor, DP-attention and expert parallel) against the whole model on GPU 0 (skipped,
 #      and said so, on one GPU; layouts of more ranks than GPUs are left out, and listed).
 # Every step fails loudly without a GPU. Usage: scripts/gpu-test.sh [BUILD_DIR] (default: build);
 # logs go to $GPU_TEST_LOGS (default: BUILD_DIR/gpu-test-logs); $GPU_TEST_STEPS names a subset.
+#
+# On a machine of several GPUs the one-GPU steps run side by side, each on a GPU of its own as one
+# comes free (the longest first), while the steps that take every GPU (nccl, sharded) run beside
+# them: the real-shape conformance alone takes minutes, mostly the CPU's reference. The GPUs used are
+# those CUDA_VISIBLE_DEVICES lists, or all; GPU_TEST_PARALLEL=0 runs the steps one after another.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 logs=${GPU_TEST_LOGS:-$build/gpu-test-logs}
 mkdir -p "$logs"
+rm -f "$logs"/*.status
 export DSINFER_SOURCE_DIR=$PWD
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || { echo "gpu-test: no GPU"; exit 1; }
+if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+  IFS=, read -r -a gpus <<<"$CUDA_VISIBLE_DEVICES"
+else
+  mapfile -t gpus < <(nvidia-smi --query-gpu=index --format=csv,noheader | tr -d ' ')
+fi
+parallel=${GPU_TEST_PARALLEL:-1}
+((${#gpus[@]} < 2)) && parallel=0
 
-failed=()
-step() {  # step NAME COMMAND...: runs it, keeps its log, records a failure
-  local name=$1
+selected() {  # GPU_TEST_STEPS="conformance models ..." runs only those steps (a run split over several calls)
+  [[ -z "${GPU_TEST_STEPS:-}" || " $GPU_TEST_STEPS " == *" $1 "* ]]
+}
+
+run_step() {  # run_step NAME COMMAND...: runs it, keeps its log, leaves PASS or FAIL in NAME.status
+  local name=$1 start=$SECONDS
   shift
-  # GPU_TEST_STEPS="conformance models ..." runs only those steps (a run split over several calls).
-  if [[ -n "${GPU_TEST_STEPS:-}" && " $GPU_TEST_STEPS " != *" $name "* ]]; then return; fi
-  local start=$SECONDS
   if "$@" >"$logs/$name.log" 2>&1; then
-    echo "PASS  $name ($((SECONDS - start)) s)"
+    echo "PASS  $name ($((SECONDS - start)) s)" | tee "$logs/$name.status"
   else
-    echo "FAIL  $name ($((SECONDS - start)) s): see $logs/$name.log"
+    echo "FAIL  $name ($((SECONDS - start)) s): see $logs/$name.log" | tee "$logs/$name.status"
     tail -n 30 "$logs/$name.log"
-    failed+=("$name")
   fi
 }
 
-step conformance "$build/src/backend/cuda/cuda_conformance_test"
-# Every tiling of our FP8 wgmma GEMMs (swap-AB and tiled) against the fallback GEMM, M 1 to 4096.
-step fp8-kernels "$build/src/backend/cuda/fp8_gemm_wgmma_check" --no-bench
-# W4A8 experts' int4 kernels against their reference kernel and a float64 host product, graph replay
-# and run-to-run bits (the timings and the 1.4x bar lines are printed without --quick).
-step w4a8-kernels "$build/src/backend/cuda/moe_w4a8_rows_check" --quick
-step models env DSINFER_TEST_DEVICE=cuda "$build/src/model/model_test"
-step graphs "$build/src/model/decode_graphs_test"
-step overlap "$build/src/runtime/overlap_executor_test"
-# Bit-exact batch invariance (a batched request gives exactly its solo tokens) is a CPU property
-# (DESIGN.md, "The device step", item 7): on the GPU a near-tie may resolve differently with
-# another batch. Those tests run on the CPU in `make test` and are left out here.
+# The one-GPU steps, longest first: NAME then its command, one step a line.
 exact="*SixtyFourConcurrentStreamsEachMatchTheRequestRunAlone*:*PreemptionInATinyPoolStillGivesTheSameOutputs*"
-step server env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_test" --gtest_filter="-$exact"
-# Speculative decoding (MTP drafts) on the bundled model: greedy outputs as without drafts up to a
-# near-tie, drafts accepted, pages returned (the tests of exact equality are CPU-only).
-step speculative env DSINFER_TEST_DEVICE=cuda "$build/src/runtime/speculative_engine_test" \
-  --gtest_filter='*Greedy*:*Aborted*:*Relaxed*'
-# Structured output and logit_bias end to end: the CUDA sampler's masks and biases on the bundled model.
-step structured env DSINFER_TEST_DEVICE=cuda "$build/src/server/server_structured_test"
-# Every collective over NCCL against LocalCommunicator, one thread per GPU. The binary fails on one
-# GPU; this step is skipped there, on purpose, since single-GPU machines cannot run it. NVLink
-# multicast stays off (the binary sets it too).
-gpus=$(nvidia-smi -L | wc -l)
-if ((gpus >= 2)); then
-  step nccl env NCCL_NVLS_ENABLE=0 "$build/src/parallel/nccl_communicator_test"
-  # The sharded model's layouts, each needing tp x dp GPUs: those of more ranks than this machine has
-  # are left out here (every layout's name holds "tp<N>_dp<M>", at its end or before a "_").
-  too_big=$(for tp in 1 2 3 4 8; do for dp in 1 2 3 4 8; do
-    ((tp * dp > gpus)) && printf '*tp%d_dp%d:*tp%d_dp%d_*:' "$tp" "$dp" "$tp" "$dp"; done; done)
-  echo "sharded: layouts of more than $gpus ranks left out"
-  step sharded env NCCL_NVLS_ENABLE=0 DSINFER_TEST_DEVICE=cuda "$build/src/runtime/sharded_model_test" \
-    --gtest_filter="-${too_big%:}"
-elif [[ -z "${GPU_TEST_STEPS:-}" || " $GPU_TEST_STEPS " == *" nccl "* || " $GPU_TEST_STEPS " == *" sharded "* ]]; then
-  echo "SKIP nccl, sharded: need 2 GPUs"
-fi
-if command -v compute-sanitizer >/dev/null; then
-  step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$build/src/backend/cuda/cuda_conformance_test" --gtest_filter='*Small*'
-else
-  echo "FAIL  memcheck: compute-sanitizer is not installed"
-  failed+=(memcheck)
+one_gpu_steps=(
+  "conformance|$build/src/backend/cuda/cuda_conformance_test --gtest_filter=*RealDeepSeekShapes*"
+  # Every tiling of our FP8 wgmma GEMMs (swap-AB and tiled) against the fallback GEMM, M 1 to 4096.
+  "fp8-kernels|$build/src/backend/cuda/fp8_gemm_wgmma_check --no-bench"
+  # W4A8 experts' int4 kernels against their reference kernel and a float64 host product, graph
+  # replay and run-to-run bits (the timings and the 1.4x bar lines are printed without --quick).
+  "w4a8-kernels|$build/src/backend/cuda/moe_w4a8_rows_check --quick"
+  "conformance-small|$build/src/backend/cuda/cuda_conformance_test --gtest_filter=-*RealDeepSeekShapes*"
+  "memcheck|compute-sanitizer --tool memcheck --error-exitcode 1 $build/src/backend/cuda/cuda_conformance_test --gtest_filter=*Small*"
+  "models|env DSINFER_TEST_DEVICE=cuda $build/src/model/model_test"
+  # Bit-exact batch invariance (a batched request gives exactly its solo tokens) is a CPU property
+  # (DESIGN.md, "The device step", item 7): on the GPU a near-tie may resolve differently with
+  # another batch. Those tests run on the CPU in `make test` and are left out here.
+  "server|env DSINFER_TEST_DEVICE=cuda $build/src/server/server_test --gtest_filter=-$exact"
+  # Speculative decoding (MTP drafts) on the bundled model: greedy outputs as without drafts up to a
+  # near-tie, drafts accepted, pages returned (the tests of exact equality are CPU-only).
+  "speculative|env DSINFER_TEST_DEVICE=cuda $build/src/runtime/speculative_engine_test --gtest_filter=*Greedy*:*Aborted*:*Relaxed*"
+  # Structured output and logit_bias end to end: the CUDA sampler's masks and biases on the bundled model.
+  "structured|env DSINFER_TEST_DEVICE=cuda $build/src/server/server_structured_test"
+  "graphs|$build/src/model/decode_graphs_test"
+  "overlap|$build/src/runtime/overlap_executor_test"
+)
+if [[ " ${GPU_TEST_STEPS:-} " == *" memcheck "* || -z "${GPU_TEST_STEPS:-}" ]] && ! command -v compute-sanitizer >/dev/null; then
+  echo "FAIL  memcheck: compute-sanitizer is not installed" | tee "$logs/memcheck.status"
+  one_gpu_steps=("${one_gpu_steps[@]/memcheck|*/}")
 fi
 
+# The steps over every GPU: every collective over NCCL against LocalCommunicator, one thread per
+# GPU (NVLink multicast stays off; the binary sets it too), and the sharded model's layouts, each
+# needing tp x dp GPUs: those of more ranks than this machine has are left out (every layout's name
+# holds "tp<N>_dp<M>", at its end or before a "_"). Skipped, on purpose, on one GPU.
+multi_gpu_steps() {
+  local count=${#gpus[@]}
+  if ((count < 2)); then
+    if selected nccl || selected sharded; then echo "SKIP nccl, sharded: need 2 GPUs"; fi
+    return
+  fi
+  local too_big
+  too_big=$(for tp in 1 2 3 4 8; do for dp in 1 2 3 4 8; do
+    ((tp * dp > count)) && printf '*tp%d_dp%d:*tp%d_dp%d_*:' "$tp" "$dp" "$tp" "$dp"; done; done)
+  selected nccl && run_step nccl env NCCL_NVLS_ENABLE=0 "$build/src/parallel/nccl_communicator_test"
+  if selected sharded; then
+    echo "sharded: layouts of more than $count ranks left out"
+    run_step sharded env NCCL_NVLS_ENABLE=0 DSINFER_TEST_DEVICE=cuda "$build/src/runtime/sharded_model_test" \
+      --gtest_filter="-${too_big%:}"
+  fi
+}
+
+run_one_gpu_step() {  # run_one_gpu_step "NAME|COMMAND" [GPU] (with a GPU: in a subshell of its own)
+  local name=${1%%|*} command=${1#*|}
+  [[ -z "$name" ]] && return
+  selected "$name" || return
+  [[ -n "${2:-}" ]] && export CUDA_VISIBLE_DEVICES=$2
+  local -
+  set -f  # the command's words as written: its gtest filters' stars are not file names
+  # shellcheck disable=SC2086
+  run_step "$name" $command
+}
+
+if ((parallel)); then
+  echo "gpu-test: steps side by side on GPUs ${gpus[*]}"
+  multi_gpu_steps &
+  declare -A busy=()  # GPU -> pid of the step on it
+  for step in "${one_gpu_steps[@]}"; do
+    name=${step%%|*}
+    [[ -z "$name" ]] && continue
+    selected "$name" || continue
+    gpu=""
+    while [[ -z "$gpu" ]]; do
+      for g in "${gpus[@]}"; do
+        if [[ -z "${busy[$g]:-}" ]] || ! kill -0 "${busy[$g]}" 2>/dev/null; then gpu=$g; break; fi
+      done
+      [[ -z "$gpu" ]] && sleep 1
+    done
+    run_one_gpu_step "$step" "$gpu" &
+    busy[$gpu]=$!
+  done
+  wait
+else
+  for step in "${one_gpu_steps[@]}"; do run_one_gpu_step "$step"; done
+  multi_gpu_steps
+fi
+
+failed=()
+for status in "$logs"/*.status; do
+  [[ -e "$status" ]] || continue
+  grep -q '^FAIL' "$status" && failed+=("$(basename "$status" .status)")
+done
 if ((${#failed[@]})); then
   echo "gpu-test: ${#failed[@]} failed: ${failed[*]}"
   exit 1
