@@ -21,7 +21,7 @@
 # them: the real-shape conformance alone takes minutes, mostly the CPU's reference. The GPUs used are
 # those CUDA_VISIBLE_DEVICES lists, or all; GPU_TEST_PARALLEL=0 runs the steps one after another.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 build=${1:-build}
 logs=${GPU_TEST_LOGS:-$build/gpu-test-logs}
 mkdir -p "$logs"
