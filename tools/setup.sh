@@ -33,6 +33,7 @@ if ((${#missing[@]})); then
 fi
 
 "$(dirname "$0")/setup_xgrammar.sh"
+"$(dirname "$0")/setup_ucx.sh"
 
 # The virtualenv of the Python clients: the official openai SDK and LangChain (tests/sdk, run by
 # ctest) and matplotlib (tools/plot_bench.py), exactly as pinned, with their hashes, in

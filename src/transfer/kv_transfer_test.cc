@@ -1,0 +1,23 @@
+#include "transfer/kv_transfer.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace dsinfer::transfer {
+namespace {
+
+TEST(MergeContiguous, JoinsWritesThatContinueEachOtherInBothMemories) {
+  const std::vector<Write> writes = {
+      {0, 4096, 1024}, {1024, 5120, 1024}, {2048, 6144, 1024},  // a run of three pages
+      {3072, 9000, 1024},                                        // continues locally, not remotely
+      {8192, 10024, 1024},                                       // continues remotely, not locally
+      {9216, 11048, 0},                                          // empty: dropped
+      {9216, 11048, 512}};                                       // continues the one before the empty one
+  const std::vector<Write> expected = {{0, 4096, 3072}, {3072, 9000, 1024}, {8192, 10024, 1536}};
+  EXPECT_EQ(merge_contiguous(writes), expected);
+  EXPECT_TRUE(merge_contiguous({}).empty());
+}
+
+}  // namespace
+}  // namespace dsinfer::transfer
