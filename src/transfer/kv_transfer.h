@@ -53,7 +53,8 @@ class KvTransfer {
   virtual int import(int peer, const Blob& descriptor) = 0;
 
   // Posts `writes` from local region `local` into remote region `remote` (merged where contiguous),
-  // then `note` for the remote agent. Every range is checked first: a write outside either region,
+  // then `note` for the remote agent, unless it is empty. A note also tells that every transfer
+  // posted to the same peer before it has landed (a layer-wise send notes only its last layer). Every range is checked first: a write outside either region,
   // an unknown region or a note over kMaxNoteBytes throws dsinfer::Error with nothing posted.
   // Returns the transfer.
   virtual uint64_t post(int local, int remote, std::span<const Write> writes, const Blob& note) = 0;

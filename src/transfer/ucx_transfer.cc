@@ -286,7 +286,7 @@ class UcxTransfer final : public KvTransfer {
     if (!peer_error.empty()) fail(transfer, peer_error);
     if (!transfer.error.empty()) {
       transfer.state = TransferState::kFailed;
-    } else if (!transfer.note_sent) {
+    } else if (!transfer.note_sent && !transfer.note.empty()) {
       transfer.note_sent = true;
       ucp_request_param_t param{};
       param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;

@@ -1,7 +1,7 @@
 // KvTransfer over UCX's UCP (pinned libucx-cu13 wheel, tools/setup_ucx.sh): one UCP context and
 // worker an agent; memory registered with ucp_mem_map and described by its packed remote key; writes
-// are ucp_put_nbx into the peer's memory, then an endpoint flush (the bytes have landed), then the
-// note as an eager active message. UCX picks the transport (shared memory or TCP on one host,
+// are ucp_put_nbx into the peer's memory, then an endpoint flush (these bytes and those of every
+// earlier transfer to the peer have landed), then the note as an eager active message. UCX picks the transport (shared memory or TCP on one host,
 // CUDA IPC between GPUs, InfiniBand verbs with a system UCX built for it).
 #pragma once
 
