@@ -2,6 +2,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <unordered_map>
@@ -31,7 +32,7 @@ Blob encode_descriptor(uint64_t base, uint64_t bytes, const void* rkey, size_t r
 
 class UcxTransfer final : public KvTransfer {
  public:
-  explicit UcxTransfer(const UcxOptions& options) {
+  explicit UcxTransfer(const UcxOptions& options) : timeout_(options.transfer_timeout) {
     ucp_config_t* config = nullptr;
     check_status(ucp_config_read(nullptr, nullptr, &config), "reading the configuration");
     if (!options.transports.empty()) {
@@ -66,17 +67,12 @@ class UcxTransfer final : public KvTransfer {
   }
 
   ~UcxTransfer() override {
-    // Nothing may still read or write registered memory: cancel what is in flight and let it finish.
-    for (auto& [id, transfer] : transfers_)
-      for (void* request : transfer.requests) ucp_request_cancel(worker_, request);
+    // Nothing may still read or write registered memory: closing the endpoints at once ends what is
+    // in flight (a stalled peer included), and those requests are then freed.
+    for (Peer& peer : peers_) close(peer);
     for (auto& [id, transfer] : transfers_) drain(transfer);
-    for (Remote& remote : remotes_) ucp_rkey_destroy(remote.rkey);
-    for (Peer& peer : peers_) {
-      ucp_request_param_t close{};
-      close.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      close.flags = UCP_EP_CLOSE_FLAG_FORCE;  // a dead peer must not hold the close
-      wait(ucp_ep_close_nbx(peer.endpoint, &close));
-    }
+    for (Remote& remote : remotes_)
+      if (remote.rkey != nullptr) ucp_rkey_destroy(remote.rkey);
     for (Region& region : regions_) ucp_mem_unmap(context_, region.memory);
     ucp_worker_destroy(worker_);
     ucp_cleanup(context_);
@@ -124,6 +120,8 @@ class UcxTransfer final : public KvTransfer {
 
   int import(int peer, const Blob& descriptor) override {
     const Peer& p = peer_at(peer);
+    DSINFER_CHECK(p.endpoint != nullptr, "KV transfer: peer ", peer, " has failed (", p.state->error,
+                  "): connect again");
     DSINFER_CHECK(descriptor.size() > 16, "KV transfer: a region descriptor of ", descriptor.size(), " bytes");
     Remote remote{peer, 0, 0, nullptr};
     std::memcpy(&remote.base, descriptor.data(), 8);
@@ -153,6 +151,7 @@ class UcxTransfer final : public KvTransfer {
     Transfer& transfer = transfers_[id];
     transfer.peer = target.peer;
     transfer.note = note;
+    transfer.deadline = std::chrono::steady_clock::now() + timeout_;
     const Peer& peer = peers_[target.peer];
     if (!peer.state->error.empty()) {  // settles as failed at the next poll
       fail(transfer, peer.state->error);
@@ -206,7 +205,7 @@ class UcxTransfer final : public KvTransfer {
     std::string error;  // set by UCX's error callback when the peer is unreachable
   };
   struct Peer {
-    ucp_ep_h endpoint;
+    ucp_ep_h endpoint;  // null once closed
     std::unique_ptr<PeerState> state;
   };
   struct Remote {
@@ -220,6 +219,7 @@ class UcxTransfer final : public KvTransfer {
     Blob note;
     std::vector<void*> requests;  // puts and the flush, then the note, not yet complete
     bool note_sent = false;
+    std::chrono::steady_clock::time_point deadline;
     TransferState state = TransferState::kInFlight;
     std::string error;
   };
@@ -274,6 +274,11 @@ class UcxTransfer final : public KvTransfer {
   // Frees the transfer's completed requests; when none is left, sends its note or settles its state.
   void advance(Transfer& transfer) {
     if (transfer.state != TransferState::kInFlight) return;
+    if (timeout_.count() > 0 && !transfer.requests.empty() && std::chrono::steady_clock::now() > transfer.deadline) {
+      const std::string why = str_cat("a transfer took longer than ", timeout_.count(), " ms");
+      fail(transfer, why);  // before its requests end as cancelled
+      fail_peer(transfer.peer, why);
+    }
     std::erase_if(transfer.requests, [&](void* request) {
       const ucs_status_t status = ucp_request_check_status(request);
       if (status == UCS_INPROGRESS) return false;
@@ -301,6 +306,28 @@ class UcxTransfer final : public KvTransfer {
     }
   }
 
+  // Closes the peer's endpoint at once, which ends what it has in flight (those requests complete
+  // with an error), and forgets its remote keys: every transfer to it fails, now and later.
+  void fail_peer(int index, const std::string& why) {
+    Peer& peer = peers_[index];
+    if (peer.state->error.empty()) peer.state->error = why;
+    close(peer);
+    for (Remote& remote : remotes_)
+      if (remote.peer == index && remote.rkey != nullptr) {
+        ucp_rkey_destroy(remote.rkey);
+        remote.rkey = nullptr;
+      }
+  }
+
+  void close(Peer& peer) {
+    if (peer.endpoint == nullptr) return;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;  // a dead or stalled peer must not hold the close
+    wait(ucp_ep_close_nbx(peer.endpoint, &param));
+    peer.endpoint = nullptr;
+  }
+
   // Progresses until the transfer's requests have all completed (cancelled ones included).
   void drain(Transfer& transfer) {
     for (void* request : transfer.requests) wait(request);
@@ -321,6 +348,7 @@ class UcxTransfer final : public KvTransfer {
   std::vector<Remote> remotes_;
   std::unordered_map<uint64_t, Transfer> transfers_;
   uint64_t next_transfer_ = 1;
+  std::chrono::milliseconds timeout_;
   std::deque<Blob> notes_;
 };
 

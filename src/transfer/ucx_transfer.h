@@ -5,6 +5,7 @@
 // CUDA IPC between GPUs, InfiniBand verbs with a system UCX built for it).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,10 @@ struct UcxOptions {
   // UCX's transport list (its UCX_TLS syntax, e.g. "tcp" or "shm,tcp"); empty: UCX's default or the
   // environment's UCX_TLS.
   std::string transports;
+  // A transfer still in flight this long after it was posted fails, and with it its peer: the
+  // endpoint is closed (what it had in flight ends), every transfer to the peer fails, and new ones
+  // need a new connect(). Zero: no limit.
+  std::chrono::milliseconds transfer_timeout{0};
 };
 
 std::unique_ptr<KvTransfer> make_ucx_transfer(const UcxOptions& options = {});

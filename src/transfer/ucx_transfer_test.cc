@@ -142,5 +142,34 @@ TEST(UcxTransfer, ATransferToAPeerThatIsGoneFailsAndTheAgentStaysUsable) {
   EXPECT_TRUE(std::equal(pair.source.begin() + 2 * kPage, pair.source.begin() + 3 * kPage, pool.begin() + 3 * kPage));
 }
 
+TEST(UcxTransfer, ATransferPastItsTimeoutFailsItsPeerAndFreesTheSource) {
+  // The decode side never progresses (a stalled instance): over TCP nothing lands, the flush never
+  // completes, and the timeout must end the transfer, so that the source pages can be freed.
+  auto prefill = make_ucx_transfer(UcxOptions{"tcp", std::chrono::milliseconds(300)});
+  auto decode = agent();
+  std::vector<uint8_t> source(64 * kPage, 1), pool(64 * kPage, kUntouched);
+  const int local = prefill->register_memory(source.data(), source.size());
+  const int peer = prefill->connect(decode->address());
+  const int remote = prefill->import(peer, decode->describe(decode->register_memory(pool.data(), pool.size())));
+  const uint64_t stalled = prefill->post(local, remote, std::vector<Write>{{0, 0, 64 * kPage}}, "never");
+  const auto start = std::chrono::steady_clock::now();
+  TransferState state = TransferState::kInFlight;
+  while (state == TransferState::kInFlight && std::chrono::steady_clock::now() - start < std::chrono::seconds(30))
+    state = prefill->poll(stalled);
+  EXPECT_EQ(state, TransferState::kFailed);
+  EXPECT_NE(prefill->error(stalled).find("longer than 300 ms"), std::string::npos) << prefill->error(stalled);
+  // The peer has failed: later transfers to it fail at once, and importing from it is refused.
+  const uint64_t later = prefill->post(local, remote, std::vector<Write>{{0, 0, kPage}}, "later");
+  EXPECT_EQ(prefill->poll(later), TransferState::kFailed);
+  EXPECT_THROW(prefill->import(peer, decode->describe(0)), Error);
+  // A new connection works once the decode side progresses again.
+  const int again = prefill->connect(decode->address());
+  const int remote_again = prefill->import(again, decode->describe(0));
+  const uint64_t fresh = prefill->post(local, remote_again, std::vector<Write>{{0, kPage, kPage}}, "fresh");
+  std::vector<Blob> notes;
+  ASSERT_EQ(settle(*prefill, *decode, {fresh}, 1, notes)[0], TransferState::kDone) << prefill->error(fresh);
+  EXPECT_EQ(notes.back(), "fresh");
+}
+
 }  // namespace
 }  // namespace dsinfer::transfer
