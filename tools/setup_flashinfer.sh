@@ -43,32 +43,11 @@ if [[ -f $stamp && $(cat "$stamp") == "$FLASHINFER_VERSION $FLASHINFER_SHA256" &
   exit 0
 fi
 
-for tool in unzip sha256sum python3; do
-  command -v "$tool" >/dev/null || fail "$tool is not installed (apt-get install $tool)"
-done
-
-verified() { [[ -f $1 ]] && echo "$FLASHINFER_SHA256  $1" | sha256sum --check --status; }
-
-wheel=""
-for candidate in "$cache/$FLASHINFER_WHEEL" "$wheels/$FLASHINFER_WHEEL"; do
-  if verified "$candidate"; then wheel=$candidate; break; fi
-done
-if [[ -z $wheel ]]; then
-  mkdir -p "$wheels"
-  rm -f "$wheels/$FLASHINFER_WHEEL"
-  say "downloading flashinfer-python==$FLASHINFER_VERSION (62 MB) with pip into ${wheels#"$root"/}"
-  python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$wheels" \
-    "flashinfer-python==$FLASHINFER_VERSION" ||
-    fail "pip could not download flashinfer-python==$FLASHINFER_VERSION from PyPI"
-  [[ -f $wheels/$FLASHINFER_WHEEL ]] || fail "pip saved no $FLASHINFER_WHEEL in ${wheels#"$root"/}"
-  if ! verified "$wheels/$FLASHINFER_WHEEL"; then
-    actual=$(sha256sum "$wheels/$FLASHINFER_WHEEL" | cut -d' ' -f1)
-    rm -f "$wheels/$FLASHINFER_WHEEL"
-    fail "sha256 mismatch for $FLASHINFER_WHEEL: got $actual, pinned $FLASHINFER_SHA256"
-  fi
-  wheel=$wheels/$FLASHINFER_WHEEL
-fi
-say "sha256 $FLASHINFER_SHA256 verified ($wheel)"
+# shellcheck source=tools/pinned_wheel.sh
+source "$root/tools/pinned_wheel.sh"
+need_tools unzip sha256sum python3
+pinned_wheel "flashinfer-python==$FLASHINFER_VERSION" "$FLASHINFER_WHEEL" "$FLASHINFER_SHA256" "$wheels" \
+  "$cache/$FLASHINFER_WHEEL"
 
 # Only the header folders (about 60 MB), unpacked into a scratch folder first so that
 # .deps/flashinfer only ever appears whole.

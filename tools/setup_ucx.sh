@@ -3,7 +3,7 @@
 # wheel libucx-cu13 (UCX's own build: TCP, shared memory, CMA, CUDA copy and CUDA IPC), unpacked
 # into the git-ignored .deps/ucx-VERSION/ (include/ and lib/, lib/ucx/ its transport modules; the
 # libraries find each other through $ORIGIN). Idempotent: a stamp holds the version and the wheel's
-# sha256. Needs python3 -m pip (`pip download`, no install), unzip and sha256sum.
+# sha256 (tools/pinned_wheel.sh). Needs python3 -m pip (`pip download`, no install), unzip and sha256sum.
 # cmake/ucx.cmake reads UCX_VERSION from here.
 set -euo pipefail
 
@@ -26,27 +26,10 @@ if [[ -f $stamp && $(cat "$stamp") == "$UCX_VERSION $UCX_SHA256" && -f $dir/incl
   exit 0
 fi
 
-for tool in unzip sha256sum python3; do
-  command -v "$tool" >/dev/null || fail "$tool is not installed (apt-get install $tool)"
-done
-
-verified() { [[ -f $1 ]] && echo "$UCX_SHA256  $1" | sha256sum --check --status; }
-
-wheel=$wheels/$UCX_WHEEL
-if ! verified "$wheel"; then
-  mkdir -p "$wheels"
-  rm -f "$wheel"
-  say "downloading libucx-cu13==$UCX_VERSION (43 MB) with pip into ${wheels#"$root"/}"
-  python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
-    --dest "$wheels" "libucx-cu13==$UCX_VERSION" || fail "pip could not download libucx-cu13==$UCX_VERSION from PyPI"
-  [[ -f $wheel ]] || fail "pip saved no $UCX_WHEEL in ${wheels#"$root"/}"
-  if ! verified "$wheel"; then
-    actual=$(sha256sum "$wheel" | cut -d' ' -f1)
-    rm -f "$wheel"
-    fail "sha256 mismatch for $UCX_WHEEL: got $actual, pinned $UCX_SHA256"
-  fi
-fi
-say "sha256 $UCX_SHA256 verified"
+# shellcheck source=tools/pinned_wheel.sh
+source "$root/tools/pinned_wheel.sh"
+need_tools unzip sha256sum python3
+pinned_wheel "libucx-cu13==$UCX_VERSION" "$UCX_WHEEL" "$UCX_SHA256" "$wheels" -- --platform manylinux_2_28_x86_64
 
 # Headers and shared libraries only, unpacked into a scratch folder first so that the folder only
 # ever appears whole.
