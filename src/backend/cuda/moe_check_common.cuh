@@ -1,12 +1,14 @@
 // What the standalone MoE kernel checks (moe_fp8_rows_check, moe_w4a8_rows_check) share: device
-// buffers that free themselves and copies to and from them, the hash and the routings their random
-// inputs are drawn from, the comparison of bf16 outputs, and kernel timing (L2 flushed before each
-// call, CUDA events, the median).
+// buffers that free themselves and copies to and from them, the device they run on, the hash and the
+// routings their random inputs are drawn from, a call's bf16 output (eager or replayed from a CUDA
+// graph), the comparison of bf16 outputs, and kernel timing (L2 flushed before each call, CUDA
+// events, the median).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -114,6 +116,25 @@ inline void draw_routing(RoutingKind routing, int64_t tokens, int experts, int t
   }
 }
 
+// A case's tokens on the host and, once uploaded, on the device: x [T, H] bf16 bits, and the router's
+// ids and weights [T, k].
+struct MoeInputs {
+  int64_t tokens = 0;
+  std::vector<uint16_t> x;
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  DeviceBuffer x_dev, ids_dev, weights_dev;
+
+  void upload_all() {
+    x_dev = DeviceBuffer(x.size() * sizeof(uint16_t));
+    ids_dev = DeviceBuffer(ids.size() * sizeof(int32_t));
+    weights_dev = DeviceBuffer(weights.size() * sizeof(float));
+    upload(x_dev, x);
+    upload(ids_dev, ids);
+    upload(weights_dev, weights);
+  }
+};
+
 // Rows per expert of the valid ids.
 inline std::vector<int32_t> expert_counts(const std::vector<int32_t>& ids, int experts) {
   std::vector<int32_t> counts(experts, 0);
@@ -175,6 +196,75 @@ inline double copy_tbps(cudaStream_t stream, const DeviceBuffer& flush, int runs
     DSINFER_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, stream));
   });
   return 2.0 * bytes / (us * 1e-6) / 1e12;
+}
+
+constexpr int kCheckWarmups = 3;                     // untimed calls before the timed ones
+constexpr int64_t kCheckCopyBytes = int64_t{1} << 30;  // the copy that measures the bandwidth
+
+// The device a check runs on: its stream, a flush buffer larger than its L2, the copy bandwidth
+// (1 TB/s until measured), and the scratch and output buffers the check sizes.
+struct CheckDevice {
+  cudaStream_t stream = nullptr;
+  int64_t l2_bytes = 0;
+  double copy_tbps = 1.0;
+  DeviceBuffer flush, scratch, out;
+
+  // The current device, with a stream of its own; prints its name, SMs and L2.
+  void open() {
+    int device = 0;
+    DSINFER_CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp props{};
+    DSINFER_CUDA_CHECK(cudaGetDeviceProperties(&props, device));
+    DSINFER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    l2_bytes = props.l2CacheSize;
+    flush = DeviceBuffer(std::max<size_t>(4 * static_cast<size_t>(l2_bytes), size_t{256} << 20));
+    std::printf("%s: %d SMs, L2 %lld MiB\n", props.name, props.multiProcessorCount,
+                static_cast<long long>(l2_bytes >> 20));
+  }
+};
+
+// Median microseconds of one call on the check's device, the L2 flushed before each.
+inline double time_us(const CheckDevice& d, int runs, const std::function<void()>& call) {
+  return time_us(d.stream, d.flush, runs, kCheckWarmups, call);
+}
+
+inline double measure_copy_tbps(const CheckDevice& d, int runs) {
+  return copy_tbps(d.stream, d.flush, runs, kCheckWarmups, kCheckCopyBytes);
+}
+
+// Runs `call` (work queued on `stream`) captured in a CUDA graph, replayed once, and waits for it.
+inline void replay_once_in_graph(cudaStream_t stream, const std::function<void()>& call) {
+  cudaGraph_t graph = nullptr;
+  DSINFER_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  try {
+    call();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  DSINFER_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  DSINFER_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  DSINFER_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  DSINFER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  DSINFER_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  DSINFER_CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
+// The first `count` bf16 values of d.out after `call` (eager, or captured in a CUDA graph and
+// replayed once), d.out first filled with NaN so that a value never written shows.
+inline std::vector<uint16_t> bf16_output(CheckDevice& d, int64_t count, const std::function<void()>& call,
+                                         bool in_graph = false) {
+  DSINFER_CUDA_CHECK(cudaMemsetAsync(d.out.get(), 0xff, count * sizeof(uint16_t), d.stream));
+  if (in_graph) {
+    DSINFER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+    replay_once_in_graph(d.stream, call);
+  } else {
+    call();
+  }
+  DSINFER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  return download<uint16_t>(d.out.get(), static_cast<size_t>(count));
 }
 
 }  // namespace dsinfer::backend::cuda

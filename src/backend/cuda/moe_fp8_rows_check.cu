@@ -65,8 +65,6 @@ constexpr int64_t kBlock = 128;
 constexpr double kBoundAgainstOld = 6e-3;        // conformance's kBoundMoeFp8
 constexpr double kBoundAgainstReference = 5e-4;
 constexpr int kReferenceTokens = 3;
-constexpr int64_t kCopyBytes = int64_t{1} << 30;
-constexpr int kWarmups = 3;
 
 // ---- the experts ----
 
@@ -136,13 +134,7 @@ struct Case {
   bool timed;
 };
 
-struct Inputs {
-  int64_t tokens = 0;
-  std::vector<uint16_t> x;     // [T, H] bf16 bits
-  std::vector<int32_t> ids;    // [T, k]
-  std::vector<float> weights;  // [T, k]
-  DeviceBuffer x_dev, ids_dev, weights_dev;
-};
+using Inputs = MoeInputs;
 
 uint16_t bf16_bits(float v) { return f32_to_bf16(v); }
 float bf16_value(uint16_t bits) { return bf16_to_f32(bits); }
@@ -156,12 +148,7 @@ void make_inputs(const Case& c, uint64_t seed, Inputs& in) {
   in.x.resize(T * kHidden);
   for (uint16_t& v : in.x) v = bf16_bits(normal(rng));
   draw_routing(c.routing, T, kExperts, kTopK, rng, in.ids, in.weights);
-  in.x_dev = DeviceBuffer(in.x.size() * sizeof(uint16_t));
-  in.ids_dev = DeviceBuffer(in.ids.size() * sizeof(int32_t));
-  in.weights_dev = DeviceBuffer(in.weights.size() * sizeof(float));
-  upload(in.x_dev, in.x);
-  upload(in.ids_dev, in.ids);
-  upload(in.weights_dev, in.weights);
+  in.upload_all();
 }
 
 // Rows per expert of the valid ids.
@@ -169,11 +156,7 @@ std::vector<int32_t> expert_counts(const Inputs& in) { return cuda::expert_count
 
 // ---- the op ----
 
-struct Device {
-  cudaStream_t stream = nullptr;
-  int64_t l2_bytes = 0;
-  double copy_tbps = 0.0;
-  DeviceBuffer flush, scratch, out;
+struct Device : CheckDevice {
   int64_t max_tokens = 0;
 };
 
@@ -196,36 +179,6 @@ void run_moe(Device& d, const Experts& ex, const Inputs& in, int fp8_max_rows) {
   const ExpertMatrix down{ex.down.get(), ex.down_scale.get<float>(), WeightFormat::kFp8Block};
   moe_experts(in.x_dev.get<bf16>(), in.ids_dev.get<int32_t>(), in.weights_dev.get<float>(), gate_up, down, shape,
               d.out.get<bf16>(), d.scratch.get(), d.scratch.bytes(), d.stream);
-}
-
-std::vector<uint16_t> run_moe_result(Device& d, const Experts& ex, const Inputs& in, int fp8_max_rows) {
-  DSINFER_CUDA_CHECK(cudaMemsetAsync(d.out.get(), 0xff, in.tokens * kHidden * sizeof(bf16), d.stream));  // NaN
-  run_moe(d, ex, in, fp8_max_rows);
-  DSINFER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
-  return download<uint16_t>(d.out.get(), in.tokens * kHidden);
-}
-
-// The same call captured in a CUDA graph and replayed once.
-std::vector<uint16_t> run_moe_graph(Device& d, const Experts& ex, const Inputs& in, int fp8_max_rows) {
-  DSINFER_CUDA_CHECK(cudaMemsetAsync(d.out.get(), 0xff, in.tokens * kHidden * sizeof(bf16), d.stream));
-  DSINFER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
-  cudaGraph_t graph = nullptr;
-  DSINFER_CUDA_CHECK(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeRelaxed));
-  try {
-    run_moe(d, ex, in, fp8_max_rows);
-  } catch (...) {
-    cudaStreamEndCapture(d.stream, &graph);
-    if (graph) cudaGraphDestroy(graph);
-    throw;
-  }
-  DSINFER_CUDA_CHECK(cudaStreamEndCapture(d.stream, &graph));
-  cudaGraphExec_t exec = nullptr;
-  DSINFER_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  DSINFER_CUDA_CHECK(cudaGraphLaunch(exec, d.stream));
-  DSINFER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
-  DSINFER_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  DSINFER_CUDA_CHECK(cudaGraphDestroy(graph));
-  return download<uint16_t>(d.out.get(), in.tokens * kHidden);
 }
 
 // ---- host reference (float64 sums, the device's roundings) ----
@@ -332,18 +285,11 @@ struct Failures {
 
 // ---- timing ----
 
-// Median microseconds of one call, the L2 flushed before each.
-double time_us(Device& d, int runs, const std::function<void()>& call) {
-  return cuda::time_us(d.stream, d.flush, runs, kWarmups, call);
-}
-
 void print_rate(const char* what, double us, int64_t bytes, double copy_tbps) {
   const double tbps = bytes / (us * 1e-6) / 1e12;
   std::printf("    %-54s %9.1f us  %7.1f MB  %5.2f TB/s  %5.1f%% of copy\n", what, us, bytes / 1e6, tbps,
               100.0 * tbps / copy_tbps);
 }
-
-double measure_copy_tbps(Device& d, int runs) { return copy_tbps(d.stream, d.flush, runs, kWarmups, kCopyBytes); }
 
 // ---- the products called directly: 1 and 2 scale blocks per stage, both load forms, checked bitwise, then timed ----
 
@@ -477,10 +423,11 @@ void run_case(Device& d, const Experts& ex, const Case& c, uint64_t seed, bool q
   std::printf("%s: T = %lld, %d experts touched (%d with 1..%d rows), at most %d rows per expert\n", c.name.c_str(),
               static_cast<long long>(c.tokens), touched, served, c.fp8_max_rows, most);
 
-  const std::vector<uint16_t> old_path = run_moe_result(d, ex, in, 0);
-  const std::vector<uint16_t> fp8_path = run_moe_result(d, ex, in, c.fp8_max_rows);
-  const std::vector<uint16_t> fp8_again = run_moe_result(d, ex, in, c.fp8_max_rows);
-  const std::vector<uint16_t> fp8_graph = run_moe_graph(d, ex, in, c.fp8_max_rows);
+  const int64_t count = in.tokens * kHidden;
+  const std::vector<uint16_t> old_path = bf16_output(d, count, [&] { run_moe(d, ex, in, 0); });
+  const std::vector<uint16_t> fp8_path = bf16_output(d, count, [&] { run_moe(d, ex, in, c.fp8_max_rows); });
+  const std::vector<uint16_t> fp8_again = bf16_output(d, count, [&] { run_moe(d, ex, in, c.fp8_max_rows); });
+  const std::vector<uint16_t> fp8_graph = bf16_output(d, count, [&] { run_moe(d, ex, in, c.fp8_max_rows); }, true);
   failures.check(bf16_all_finite(old_path) && bf16_all_finite(fp8_path), c.name + ": non-finite output");
   const double against_old = nmse(fp8_path, old_path, c.tokens);
   std::printf("  NMSE FP8 path vs old kernels: %.3e (bound %.0e)\n", against_old, kBoundAgainstOld);
@@ -529,16 +476,8 @@ int run(int argc, char** argv) {
       return 2;
     }
   }
-  int device = 0;
-  DSINFER_CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp props{};
-  DSINFER_CUDA_CHECK(cudaGetDeviceProperties(&props, device));
   Device d;
-  DSINFER_CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
-  d.l2_bytes = props.l2CacheSize;
-  d.flush = DeviceBuffer(std::max<size_t>(4 * static_cast<size_t>(d.l2_bytes), size_t{256} << 20));
-  std::printf("%s: %d SMs, L2 %lld MiB\n", props.name, props.multiProcessorCount,
-              static_cast<long long>(d.l2_bytes >> 20));
+  d.open();
 
   const std::vector<Case> cases = {
       {"uniform T=1", 1, RoutingKind::kUniform, 32, true},

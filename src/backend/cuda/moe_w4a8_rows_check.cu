@@ -81,8 +81,6 @@ constexpr double kBoundAgainstReferenceKernel = 2e-5;
 constexpr double kBoundAgainstHost = 1e-4;
 constexpr double kBar = 1.4;
 constexpr int kReferenceTokens = 3;
-constexpr int64_t kCopyBytes = int64_t{1} << 30;
-constexpr int kWarmups = 3;
 
 // ---- the experts ----
 
@@ -187,13 +185,7 @@ struct Case {
   RoutingKind routing;
 };
 
-struct Inputs {
-  int64_t tokens = 0;
-  std::vector<uint16_t> x;     // [T, H] bf16 bits
-  std::vector<int32_t> ids;    // [T, k]
-  std::vector<float> weights;  // [T, k]
-  DeviceBuffer x_dev, ids_dev, weights_dev;
-};
+using Inputs = MoeInputs;
 
 float bf16_value(uint16_t bits) { return bf16_to_f32(bits); }
 float round_bf16(float v) { return bf16_value(f32_to_bf16(v)); }
@@ -210,12 +202,7 @@ void make_inputs(const Case& c, uint64_t seed, Inputs& in) {
     for (int64_t i = 0; i < kHidden; ++i) in.x[t * kHidden + i] = f32_to_bf16(scale * normal(rng));
   }
   draw_routing(c.routing, T, kExperts, kTopK, rng, in.ids, in.weights);
-  in.x_dev = DeviceBuffer(in.x.size() * sizeof(uint16_t));
-  in.ids_dev = DeviceBuffer(in.ids.size() * sizeof(int32_t));
-  in.weights_dev = DeviceBuffer(in.weights.size() * sizeof(float));
-  upload(in.x_dev, in.x);
-  upload(in.ids_dev, in.ids);
-  upload(in.weights_dev, in.weights);
+  in.upload_all();
 }
 
 // Rows per expert of the valid ids.
@@ -223,12 +210,7 @@ std::vector<int32_t> expert_counts(const Inputs& in) { return cuda::expert_count
 
 // ---- the op ----
 
-struct Device {
-  cudaStream_t stream = nullptr;
-  int64_t l2_bytes = 0;
-  double copy_tbps = 1.0;
-  DeviceBuffer flush, scratch, out;
-};
+using Device = CheckDevice;
 
 // Which W4A8 experts a run uses: group size (index into kGroupSizes) and static input scales.
 struct Flavour {
@@ -239,13 +221,19 @@ struct Flavour {
   }
 };
 
-MoeShape w4a8_shape(int64_t tokens, bool static_scales, bool reference) {
+// The V3 layer's experts at `tokens` tokens, kernels not yet chosen.
+MoeShape v3_shape(int64_t tokens) {
   MoeShape s;
   s.tokens = tokens;
   s.top_k = kTopK;
   s.num_experts = kExperts;
   s.inter = kInter;
   s.hidden = kHidden;
+  return s;
+}
+
+MoeShape w4a8_shape(int64_t tokens, bool static_scales, bool reference) {
+  MoeShape s = v3_shape(tokens);
   s.gemv_max_rows = 2;      // CudaOptions::moe_gemv_max_rows (unused by W4A8 products)
   s.fp8_mma_max_rows = 0;   // as CudaOps sets it for experts without FP8 products
   s.w4a8_gate_up = s.w4a8_down = true;
@@ -255,12 +243,7 @@ MoeShape w4a8_shape(int64_t tokens, bool static_scales, bool reference) {
 }
 
 MoeShape fp8_shape(int64_t tokens) {  // CudaOptions' defaults
-  MoeShape s;
-  s.tokens = tokens;
-  s.top_k = kTopK;
-  s.num_experts = kExperts;
-  s.inter = kInter;
-  s.hidden = kHidden;
+  MoeShape s = v3_shape(tokens);
   s.gemv_max_rows = 2;
   s.fp8_mma_max_rows = 32;
   s.fp8_mma_min_rows = 2;
@@ -288,36 +271,6 @@ void run_fp8(Device& d, const Experts& ex, const Inputs& in) {
   const ExpertMatrix down{ex.fp8_down.get(), ex.fp8_down_scale.get<float>(), WeightFormat::kFp8Block};
   moe_experts(in.x_dev.get<bf16>(), in.ids_dev.get<int32_t>(), in.weights_dev.get<float>(), gate_up, down,
               fp8_shape(in.tokens), d.out.get<bf16>(), d.scratch.get(), d.scratch.bytes(), d.stream);
-}
-
-std::vector<uint16_t> result_of(Device& d, const Inputs& in, const std::function<void()>& call) {
-  DSINFER_CUDA_CHECK(cudaMemsetAsync(d.out.get(), 0xff, in.tokens * kHidden * sizeof(bf16), d.stream));  // NaN
-  call();
-  DSINFER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
-  return download<uint16_t>(d.out.get(), in.tokens * kHidden);
-}
-
-// The same call captured in a CUDA graph and replayed once.
-std::vector<uint16_t> graph_result_of(Device& d, const Inputs& in, const std::function<void()>& call) {
-  DSINFER_CUDA_CHECK(cudaMemsetAsync(d.out.get(), 0xff, in.tokens * kHidden * sizeof(bf16), d.stream));
-  DSINFER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
-  cudaGraph_t graph = nullptr;
-  DSINFER_CUDA_CHECK(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeRelaxed));
-  try {
-    call();
-  } catch (...) {
-    cudaStreamEndCapture(d.stream, &graph);
-    if (graph) cudaGraphDestroy(graph);
-    throw;
-  }
-  DSINFER_CUDA_CHECK(cudaStreamEndCapture(d.stream, &graph));
-  cudaGraphExec_t exec = nullptr;
-  DSINFER_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  DSINFER_CUDA_CHECK(cudaGraphLaunch(exec, d.stream));
-  DSINFER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
-  DSINFER_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  DSINFER_CUDA_CHECK(cudaGraphDestroy(graph));
-  return download<uint16_t>(d.out.get(), in.tokens * kHidden);
 }
 
 // ---- host reference (float64 sums, the device's roundings) ----
@@ -416,11 +369,6 @@ struct Failures {
 
 // ---- timing ----
 
-// Median microseconds of one call, the L2 flushed before each.
-double time_us(Device& d, int runs, const std::function<void()>& call) {
-  return cuda::time_us(d.stream, d.flush, runs, kWarmups, call);
-}
-
 void print_rate(const std::string& what, double us, int64_t bytes, double copy_tbps) {
   const double tbps = bytes / (us * 1e-6) / 1e12;
   std::printf("    %-62s %9.1f us  %8.1f MB  %5.2f TB/s  %5.1f%% of copy\n", what.c_str(), us, bytes / 1e6, tbps,
@@ -434,8 +382,6 @@ void print_bar(Failures& failures, const std::string& what, double fp8_us, doubl
               w4a8_us, speedup, kBar);
   if (!ok) ++failures.bar_misses;
 }
-
-double measure_copy_tbps(Device& d, int runs) { return copy_tbps(d.stream, d.flush, runs, kWarmups, kCopyBytes); }
 
 // ---- the products called directly ----
 
@@ -615,10 +561,11 @@ void check_case(Device& d, const Experts& ex, const Case& c, uint64_t seed, Fail
     for (bool static_scales : {false, true}) {
       const Flavour f{group_index, static_scales};
       const std::string tag = c.name + ", " + f.describe();
-      const auto fast = result_of(d, in, [&] { run_w4a8(d, ex, in, f, false); });
-      const auto again = result_of(d, in, [&] { run_w4a8(d, ex, in, f, false); });
-      const auto graph = graph_result_of(d, in, [&] { run_w4a8(d, ex, in, f, false); });
-      const auto reference = result_of(d, in, [&] { run_w4a8(d, ex, in, f, true); });
+      const int64_t count = in.tokens * kHidden;
+      const auto fast = bf16_output(d, count, [&] { run_w4a8(d, ex, in, f, false); });
+      const auto again = bf16_output(d, count, [&] { run_w4a8(d, ex, in, f, false); });
+      const auto graph = bf16_output(d, count, [&] { run_w4a8(d, ex, in, f, false); }, true);
+      const auto reference = bf16_output(d, count, [&] { run_w4a8(d, ex, in, f, true); });
       failures.check(bf16_all_finite(fast) && bf16_all_finite(reference), tag + ": outputs finite");
       const double against_kernel = nmse(fast, reference, c.tokens);
       failures.check(against_kernel <= kBoundAgainstReferenceKernel,
@@ -734,16 +681,8 @@ int run(int argc, char** argv) {
       return 2;
     }
   }
-  int device = 0;
-  DSINFER_CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp props{};
-  DSINFER_CUDA_CHECK(cudaGetDeviceProperties(&props, device));
   Device d;
-  DSINFER_CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
-  d.l2_bytes = props.l2CacheSize;
-  d.flush = DeviceBuffer(std::max<size_t>(4 * static_cast<size_t>(d.l2_bytes), size_t{256} << 20));
-  std::printf("%s: %d SMs, L2 %lld MiB\n", props.name, props.multiProcessorCount,
-              static_cast<long long>(d.l2_bytes >> 20));
+  d.open();
 
   const std::vector<Case> checked = {
       {"uniform T=1", 1, RoutingKind::kUniform},
