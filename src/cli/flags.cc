@@ -230,6 +230,8 @@ bool Flags::has(const std::string& name) const {
   return f.given || f.has_fallback;
 }
 
+bool Flags::given(const std::string& name) const { return flag(name).given; }
+
 std::string Flags::get_string(const std::string& name) const {
   const Flag& f = flag(name);
   switch (f.kind) {

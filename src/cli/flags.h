@@ -51,6 +51,7 @@ class Flags {
   std::string help() const;
 
   bool has(const std::string& name) const;  // given on the command line (or has a fallback)
+  bool given(const std::string& name) const;  // given on the command line
   std::string get_string(const std::string& name) const;
   int64_t get_int(const std::string& name) const;
   double get_double(const std::string& name) const;

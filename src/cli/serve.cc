@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/disaggregation_flags.h"
 #include "cli/flags.h"
 #include "cli/model_files.h"
 #include "cli/serve_flags.h"
@@ -119,6 +120,10 @@ int run_serve(int argc, char** argv) {
   DSINFER_CHECK(backend::backend_built(flags.get_string("device")), "--device ", flags.get_string("device"),
                 " is not available in this build");
   check_serve_flags(flags);
+  const DisaggregationSettings disaggregation = disaggregation_settings(flags);
+  DSINFER_CHECK(disaggregation.role == DisaggregationRole::kNone, "--disaggregation-mode ",
+                disaggregation_role_name(disaggregation.role), ": the engine's side of prefill/decode disaggregation "
+                "is not in this build yet (issue 14); leave the flag out to serve both phases");
   const server::HttpServerOptions http = http_options(flags);
   // The ranges of the numbers were checked while parsing (serve_flags); what needs more is checked
   // here, before the model loads, except what needs the model (below).

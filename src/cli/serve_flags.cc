@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "cli/disaggregation_flags.h"
 #include "cli/model_files.h"
 #include "cli/parallel_flags.h"
 #include "cli/speculative_flags.h"
@@ -70,6 +71,7 @@ Flags serve_flags() {
   // Shared with generate and eval: the parallel layout and speculative decoding.
   add_parallel_flags(flags);
   add_speculative_flags(flags);
+  add_disaggregation_flags(flags);
 
   // Ranges, refused while parsing (CLI11's message names the flag). serve.cc checks what needs more
   // than a range (a positive --kv-cache-gb, --max-model-len against the model).
@@ -101,6 +103,7 @@ void check_serve_flags(const Flags& flags) {
   kv_cache_format(flags);  // refuses the unknown before anything loads
   expert_balance(flags, parallel_config(flags));
   speculative_request(flags);
+  disaggregation_settings(flags);
 }
 
 bool reasoning_enabled(const Flags& flags) {
