@@ -13,7 +13,6 @@
 namespace dsinfer::server {
 namespace {
 
-constexpr std::string_view kPrefillDecodeIssue = "issue 14";
 
 // "2026-11-24T20:31:44.123456+00:00", as Python's datetime.now(timezone.utc).isoformat() writes it.
 std::string utc_timestamp_now() {
@@ -83,18 +82,6 @@ bool is_gateway_path(std::string_view path) {
 
 bool gateway_path_needs_api_key(std::string_view path) { return is_gateway_path(path) && path != "/health_generate"; }
 
-void refuse_disaggregation_fields(const Json& body) {
-  if (!body.is_object()) return;
-  for (const char* field : {"bootstrap_host", "bootstrap_port", "bootstrap_room", "kv_transfer_params"}) {
-    const Json* value = body.find(field);
-    if (value == nullptr || value->is_null()) continue;
-    throw invalid_request(str_cat("'", field, "' asks for prefill/decode disaggregation, which this server does not "
-                                  "do yet (it arrives with ", kPrefillDecodeIssue, "); send the request without it "
-                                  "to a server that runs both phases"),
-                          field);
-  }
-}
-
 Json server_info_json(const WorkerIdentity& identity, const runtime::EngineConfig& config,
                       const runtime::EngineStats& stats, int64_t max_model_len, double generation_throughput) {
   const std::string& model_path =
@@ -115,7 +102,10 @@ Json server_info_json(const WorkerIdentity& identity, const runtime::EngineConfi
   out["dp_size"] = identity.gateway.dp_size;
   out["ep_size"] = identity.gateway.ep_size;
   out["pp_size"] = 1;
-  out["disaggregation_mode"] = "null";  // SGLang's word for a server that runs both phases
+  // SGLang's words: null for a server that runs both phases.
+  const InstanceRole role = identity.gateway.role;
+  out["disaggregation_mode"] = role == InstanceRole::kPrefill ? "prefill" : role == InstanceRole::kDecode ? "decode" : "null";
+  if (role == InstanceRole::kPrefill) out["disaggregation_bootstrap_port"] = static_cast<int64_t>(identity.gateway.bootstrap_port);
   out["reasoning_parser"] = null_if_empty(identity.reasoning_parser);
   out["tool_call_parser"] = null_if_empty(identity.tool_call_parser);
   // Speculative decoding: SGLang's fields (MTP drafting is its EAGLE, one chain: top-k 1, the last

@@ -11,9 +11,9 @@
 // All but /health_generate need the API key when one is set (SGLang exempts only its health
 // routes). /version (engine identity) is answered by the server itself.
 //
-// A request that asks for prefill/decode disaggregation (SGLang's bootstrap_host, bootstrap_port,
-// bootstrap_room; vLLM's kv_transfer_params) is refused with a 400 until issue 14 brings it: a
-// router that thinks this worker is a prefill or decode instance must hear that it is not.
+// /server_info says the instance's prefill/decode role in SGLang's words (disaggregation_mode null,
+// prefill or decode) and a prefill instance's bootstrap port (disaggregation_bootstrap_port), which
+// routers pass to decode instances (bootstrap_fields.h).
 #pragma once
 
 #include <chrono>
@@ -26,6 +26,7 @@
 
 #include "core/json.h"
 #include "runtime/engine.h"
+#include "server/bootstrap_fields.h"
 #include "server/health_generate.h"
 #include "http/http.h"
 
@@ -40,6 +41,10 @@ struct GatewayOptions {
   // The parallel layout in SGLang's words: tp_size the ranks in all, dp_size the attention groups,
   // ep_size the ranks the routed experts are split over by expert.
   int tp_size = 1, dp_size = 1, ep_size = 1;
+  // Prefill/decode disaggregation: the instance's role, and a prefill instance's bootstrap port
+  // (kv_bootstrap.h; 0 for the others).
+  InstanceRole role = InstanceRole::kBoth;
+  uint16_t bootstrap_port = 0;
   std::chrono::milliseconds health_generate_timeout{20'000};  // SGLang's default
 };
 
@@ -55,10 +60,6 @@ struct WorkerIdentity {
 
 bool is_gateway_path(std::string_view path);
 bool gateway_path_needs_api_key(std::string_view path);
-
-// Throws a 400 ProtocolError naming issue 14 when a request body asks for prefill/decode
-// disaggregation. `body` is the parsed request; anything but an object passes (the parser refuses it).
-void refuse_disaggregation_fields(const Json& body);
 
 // The answers' bodies, from the engine's figures (exposed for tests).
 Json server_info_json(const WorkerIdentity& identity, const runtime::EngineConfig& config,

@@ -331,7 +331,7 @@ TEST(GatewayRoutes, HealthGenerateAnswers503AndAbortsTheProbeAfterItsTimeout) {
   EXPECT_EQ(worker.engine().stats().running + worker.engine().stats().waiting, 0);
 }
 
-TEST(GatewayRoutes, DisaggregationFieldsAreRefusedNamingTheIssue) {
+TEST(GatewayRoutes, DisaggregationFieldsAreRefusedByAServerOfBothPhases) {
   Worker worker;
   const std::string chat = R"({"model": "tiny", "messages": [{"role": "user", "content": "hi"}])";  // no closing brace
   for (const char* field : {R"("bootstrap_host": "10.0.0.1")", R"("bootstrap_port": 8998)",
@@ -341,7 +341,10 @@ TEST(GatewayRoutes, DisaggregationFieldsAreRefusedNamingTheIssue) {
       HttpClientResponse response = worker.fetch("POST", target, body);
       EXPECT_EQ(response.status, 400) << target << " " << field << ": " << response.body;
       Json error = Json::parse(response.body)["error"];
-      EXPECT_NE(error["message"].as_string().find("issue 14"), std::string::npos) << error.dump();
+      const bool vllm = std::string(field).find("kv_transfer_params") != std::string::npos;
+      EXPECT_NE(error["message"].as_string().find(vllm ? "vLLM's disaggregation protocol" : "runs both phases"),
+                std::string::npos)
+          << error.dump();
       EXPECT_NE(std::string(field).find(error["param"].as_string()), std::string::npos) << error.dump();
     }
   }

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "model/kv_cache.h"
+#include "server/bootstrap_fields.h"
 #include "server/chat_prompt.h"
 #include "server/choice_fanout.h"
 #include "server/constraint_compiler.h"
@@ -328,7 +329,8 @@ void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std:
                                           const Admission& admission) {
   const ServedModel& served_model = model();
   Json body = parse_json_body(request.body);
-  refuse_disaggregation_fields(body);
+  if (bootstrap_fields(body, options.gateway.role))
+    throw invalid_request("prefill/decode disaggregation is not wired to the engine in this build", "bootstrap_room");
   ChatCompletionRequest chat = parse_chat_request(body);
   check_model_name(chat.model);
   ToolParsing tools =
@@ -373,7 +375,8 @@ void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shar
                                      const Admission& admission) {
   const ServedModel& served_model = model();
   Json body = parse_json_body(request.body);
-  refuse_disaggregation_fields(body);
+  if (bootstrap_fields(body, options.gateway.role))
+    throw invalid_request("prefill/decode disaggregation is not wired to the engine in this build", "bootstrap_room");
   CompletionRequest completion = parse_completion_request(body);
   check_model_name(completion.model);
   ResponseMeta meta{new_response_id("cmpl-"), unix_time_now(), options.served_model_name};
