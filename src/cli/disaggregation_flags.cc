@@ -11,7 +11,7 @@ void add_disaggregation_flags(Flags& flags) {
   flags.add_string("disaggregation-mode", "MODE", "prefill/decode disaggregation: this instance's role, null (both "
                    "phases), prefill or decode (behind `dsinfer router` or a PD gateway)", false, "null");
   flags.add_int("disaggregation-bootstrap-port", "a prefill instance's control-plane port, where decode instances "
-                "hand over the pages they allocated for a request", 8998);
+                "hand over the pages they allocated for a request (0: any free port, shown in /server_info)", 8998);
   flags.add_string("disaggregation-transfer-backend", "NAME", "how KV pages move between instances: ucx (CUDA IPC, "
                    "RDMA, TCP and shared memory, as UCX finds them)", false, "ucx");
   flags.add_string("disaggregation-ib-device", "DEVICES", "the RDMA devices the KV transfer may use, comma-separated "
@@ -23,7 +23,7 @@ void add_disaggregation_flags(Flags& flags) {
   flags.add_int("disaggregation-bootstrap-timeout", "seconds a prefill instance waits for a request's destination, "
                 "and a decode instance for its pages, before failing the request", 30);
   constexpr double kNoMax = std::numeric_limits<double>::infinity();
-  flags.set_range("disaggregation-bootstrap-port", 1, 65535);
+  flags.set_range("disaggregation-bootstrap-port", 0, 65535);
   flags.set_range("disaggregation-layerwise-threshold", 1, kNoMax);
   flags.set_range("disaggregation-bootstrap-timeout", 1, 86400);
 }
