@@ -36,14 +36,18 @@ std::vector<Write> merge_contiguous(std::span<const Write> writes);
 
 enum class TransferState : uint8_t { kInFlight, kDone, kFailed };
 
+enum class MemoryKind : uint8_t { kHost, kDevice };
+
 class KvTransfer {
  public:
   virtual ~KvTransfer() = default;
 
   // Where peers connect to this agent.
   virtual Blob address() const = 0;
-  // Registers [base, base + bytes) of host memory for transfers in and out; returns a local region.
-  virtual int register_memory(void* base, uint64_t bytes) = 0;
+  // Registers [base, base + bytes) for transfers in and out; returns a local region. GPU memory
+  // (cudaMalloc) is registered as kDevice: between GPUs of one host the transport copies it with
+  // CUDA IPC, never through host memory.
+  virtual int register_memory(void* base, uint64_t bytes, MemoryKind kind = MemoryKind::kHost) = 0;
   // What a peer needs to write into a local region.
   virtual Blob describe(int region) const = 0;
 

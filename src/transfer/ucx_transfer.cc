@@ -80,12 +80,15 @@ class UcxTransfer final : public KvTransfer {
 
   Blob address() const override { return address_; }
 
-  int register_memory(void* base, uint64_t bytes) override {
+  int register_memory(void* base, uint64_t bytes, MemoryKind kind) override {
     DSINFER_CHECK(base != nullptr && bytes > 0, "KV transfer: registering ", bytes, " bytes at ", base);
     ucp_mem_map_params_t params{};
-    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    params.field_mask =
+        UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
     params.address = base;
     params.length = bytes;
+    // Said, not detected: UCX's detection needs its CUDA module loaded and hooks on cudaMalloc.
+    params.memory_type = kind == MemoryKind::kDevice ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
     ucp_mem_h memory = nullptr;
     check_status(ucp_mem_map(context_, &params, &memory), "ucp_mem_map");
     void* rkey = nullptr;
