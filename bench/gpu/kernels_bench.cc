@@ -349,6 +349,18 @@ void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h2
     std::printf("  %10d %6d %6d %11lld %9.1f %9.1f %12.2f %7.0f%% %13s %7s   (%s)\n", c.m, c.n, c.k,
                 static_cast<long long>(group_rows), us, gpu_us, tbs, 100 * tbs / ceilings.copy_tb_s, compared.time.c_str(),
                 compared.ratio.c_str(), tiled ? config.describe().c_str() : tiling.describe().c_str());
+    if (!tiled) continue;
+    // Every tile shape of the tiled kernel on the same rows, for the chooser: the counts are on the
+    // device, so the chooser sees only group_rows.
+    std::printf("  %10s tile shapes:", "");
+    for (const auto& [bm, bn] : {std::pair{256, 128}, std::pair{128, 128}, std::pair{128, 64}, std::pair{64, 128},
+                                std::pair{64, 64}}) {
+      const backend::cuda::Fp8TiledConfig shape{bm, bn, 0, 0};
+      const double shape_us = timer.median_us([&] { backend::cuda::fp8_tiled_gemm(g, shape, stream); });
+      figures[str_cat(key, "_bm", bm, "_bn", bn, "_us")] = shape_us;
+      std::printf("  %dx%d %.1f", bm, bn, shape_us);
+    }
+    std::printf(" us\n");
   }
 }
 

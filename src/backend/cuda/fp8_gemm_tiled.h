@@ -21,7 +21,7 @@
 
 namespace dsinfer::backend::cuda {
 
-// How a product is cut up (fp8_gemm_tiled.cu):
+// How a product is cut up (fp8_gemm_tiled_kernel.cuh):
 //   bm      token rows per tile: 64 (one consumer warpgroup), 128 (two) or 256 (two, two waves each)
 //   bn      weight rows per tile: 64 or 128 (wgmma's N; a tile never straddles a 128-row scale block)
 //   stages  depth of the TMA ring, one 128-wide K block a stage; 0: as deep as shared memory allows

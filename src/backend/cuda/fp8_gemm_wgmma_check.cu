@@ -21,7 +21,9 @@
 // runs bitwise equal, the split-K counters back at zero, and a CUDA graph replay (split-K) equal to
 // the eager run. The chosen tiling also with an f32 y. From M = 33 on, the tiled kernel
 // (fp8_gemm_tiled.h) too, in several configurations. Grouped (masked MoE layout): 3 groups of 64
-// rows with counts {0, 7, 64}, and 4 of 256 with {0, 130, 256, 7}, on the device. Through GemmRunner: the wgmma path (quantization +
+// rows with counts {0, 7, 64}, 4 of 256 with {0, 130, 256, 7}, and 8 of 320 with very uneven counts
+// {300, 0, 100, 257, 320, 1, 0, 64}, on the device (the tiled kernel's walk by row counts, also with
+// 7 blocks, each walking across groups). Through GemmRunner: the wgmma path (quantization +
 // kernel, launched programmatically; also replayed from a CUDA graph) must match the reference too;
 // cuBLASLt's NMSE is printed for information.
 //
@@ -87,7 +89,9 @@ struct GroupedLayout {
   int64_t group_rows;
   std::vector<int> counts;
 };
-const GroupedLayout kGroupedLayouts[] = {{64, {0, 7, 64}}, {256, {0, 130, 256, 7}}};
+// The last: groups of two 256-row m tiles, of one, of a 1-row tile, empty ones, one full.
+const GroupedLayout kGroupedLayouts[] = {
+    {64, {0, 7, 64}}, {256, {0, 130, 256, 7}}, {320, {300, 0, 100, 257, 320, 1, 0, 64}}};
 
 class Buffer {
  public:
@@ -394,6 +398,7 @@ std::vector<Candidate> candidates_for(int64_t max_m, int64_t n, int64_t k, int64
           out.push_back({true, {}, c});
         }
     out.push_back({true, {}, {picked.bm, picked.bn, picked.stages, sms / 2}});  // fewer blocks than SMs
+    if (groups > 1) out.push_back({true, {}, {picked.bm, picked.bn, picked.stages, 7}});  // blocks across groups
   }
   return out;
 }

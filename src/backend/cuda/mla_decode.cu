@@ -22,6 +22,8 @@
 //                reads chunk s's stats, block reductions give the max and denominator, then each
 //                thread sums its float4 of every chunk with 8 coalesced 16-byte loads in flight.
 //                Bytes: splits * H * (512 * 4 + 8) read per token, H * 512 * 2 written.
+//                Launched programmatically (pdl.cuh), as the WGMMA kernel before it is: each starts
+//                while the kernel before drains and waits for it before its first read and write.
 //   splits:      min(one wave of the production kernel's blocks (kWgmma: ceil(H / 64) blocks a token
 //                and chunk, one a SM), 128); each token uses ceil(its pages / chunk pages) of them,
 //                chunks of at least min_split_pages pages (mla_split_rows); see mla_decode_num_splits.
@@ -380,7 +382,8 @@ __device__ float combine_block_reduce(float value, float* scratch /* [kCombineWa
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(Params p) {
   __shared__ float weights[kMlaDecodeMaxSplits];
   __shared__ float reduce_scratch[kCombineWarps];
-  allow_dependent_launch();  // the value up-projection after it (gemv.h)
+  wait_for_previous_kernel();  // launched programmatically: the partials are the kernel before's
+  allow_dependent_launch();    // the value up-projection after it (gemv.h)
   const int head = blockIdx.x, t = blockIdx.y, dim = threadIdx.x * 4;
   const size_t first = mla_partial_index(t, 0, head, p);
   const size_t stride = p.heads;  // between consecutive splits of one (token, head)
@@ -633,8 +636,16 @@ void mla_decode(const MlaDecodeArgs& args, MlaDecodeKernel kernel, cudaStream_t 
       launch_tc<1, 4>(p, args.tokens, stream);
   }
   if (splits > 1) {
-    mla_decode_combine_kernel<<<dim3(args.heads, args.tokens), kCombineThreads, 0, stream>>>(p);
-    DSINFER_CUDA_CHECK_LAUNCH();
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(args.heads, args.tokens);
+    config.blockDim = dim3(kCombineThreads);
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&config, mla_decode_combine_kernel, p));
   }
 }
 

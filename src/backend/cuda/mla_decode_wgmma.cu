@@ -59,6 +59,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/hopper.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tensor_map.h"
 #include "core/error.h"
 
@@ -403,6 +404,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int sequence = p.token_sequence[t];
   const MlaRowRange rows = mla_split_rows(mla_visible_rows(p, t, sequence), split, p.num_splits, p.min_split_pages);
+  // Programmatic launch: the step's metadata above was uploaded before the step's first kernel; q,
+  // this token's cache row and the scratch (read by the previous layer's combine) belong to the
+  // kernels before, so every load of them and every write waits here. The combine after it (or the
+  // value up-projection) may launch once the last wave's blocks are in.
+  wait_for_previous_kernel();
+  allow_dependent_launch();
   if (rows.empty()) {  // uniform over the block, before any barrier exists
     for (int h = warp; h < block_heads; h += kWarps) mla_finish_empty(p, t, split, head0 + h, lane);
     return;
@@ -673,9 +680,17 @@ void launch_mla_decode_wgmma(const MlaDecodeParams& p, int tokens, cudaStream_t 
   // A function attribute, not a stream operation: legal (and cheap) during graph capture.
   DSINFER_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           kSmemBytes));
-  const dim3 grid((p.heads + kHeads - 1) / kHeads, p.num_splits, tokens);
-  mla_decode_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q_map, cache_map, p);
-  DSINFER_CUDA_CHECK_LAUNCH();
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3((p.heads + kHeads - 1) / kHeads, p.num_splits, tokens);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&config, mla_decode_wgmma_kernel, q_map, cache_map, p));
 }
 
 }  // namespace dsinfer::backend::cuda

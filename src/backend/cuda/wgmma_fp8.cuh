@@ -1,6 +1,6 @@
 // Private to the CUDA kernels: the FP8 warpgroup MMA, D[64 x kN] (+)= A[64 x 32] B[32 x kN] with A
 // and B K-major e4m3 in shared memory (descriptors, hopper.cuh) and f32 accumulators, for the FP8
-// GEMMs (fp8_gemm_wgmma.cu: weights on M, tokens on N; fp8_gemm_tiled.cu: tokens on M, weights on N).
+// GEMMs (fp8_gemm_wgmma.cu: weights on M, tokens on N; fp8_gemm_tiled_kernel.cuh: tokens on M, weights on N).
 // accumulate = 0 overwrites D. e4m3 operands take no transpose immediates (PTX: only .f16 / .bf16
 // may be MN-major). Fragment of thread (warp w of the warpgroup, lane = 4g + c):
 //   d[4j + 2h + e] = D[16w + g + 8h][8j + 2c + e]
