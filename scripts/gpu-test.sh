@@ -74,6 +74,9 @@ one_gpu_steps=(
   # Structured output and logit_bias end to end: the CUDA sampler's masks and biases on the bundled model.
   "structured|env DSINFER_TEST_DEVICE=cuda $build/src/server/server_structured_test"
   "graphs|$build/src/model/decode_graphs_test"
+  # A request's KV pages between a prefill and a decode process on this GPU over UCX (CUDA IPC),
+  # every destination page's bytes checked (kv_transfer_bench --check).
+  "transfer|$build/bench/kv_transfer_bench --check"
   "overlap|$build/src/runtime/overlap_executor_test"
 )
 if [[ " ${GPU_TEST_STEPS:-} " == *" memcheck "* || -z "${GPU_TEST_STEPS:-}" ]] && ! command -v compute-sanitizer >/dev/null; then

@@ -119,22 +119,22 @@ int decode_side(const Plan& plan, int from_parent, int to_parent) {
     send(to_parent, hello.dump());
     std::vector<uint8_t> page(kPageBytes);
     for (;;) {
-      const Json order = Json::parse(receive(from_parent));
-      const std::string what = order["do"].as_string();
+      Json order = Json::parse(receive(from_parent));
+      const std::string what = order.find("do")->as_string();
       if (what == "quit") return 0;
       if (what == "wait") {  // until the note arrives
-        const std::string want = order["note"].as_string();
+        const std::string want = order.find("note")->as_string();
         const auto deadline = Clock::now() + std::chrono::seconds(60);
         bool arrived = false;
         while (!arrived && Clock::now() < deadline)
           for (const transfer::Blob& note : agent->take_notes()) arrived = arrived || note == want;
         send(to_parent, arrived ? "arrived" : "timed out");
       } else if (what == "check") {  // every destination page of every layer holds its source page
-        const Json& pairs = order["pairs"];
+        const Json& pairs = *order.find("pairs");
         int64_t bad = 0;
         for (int64_t l = 0; l < plan.layers; ++l)
           for (const Json& pair : pairs.as_array()) {
-            const int64_t from = pair[0].as_int(), to = pair[1].as_int();
+            const int64_t from = pair.at(0).as_int(), to = pair.at(1).as_int();
             cuda(cudaMemcpy(page.data(), static_cast<char*>(layers[l]) + to * kPageBytes, kPageBytes,
                             cudaMemcpyDeviceToHost),
                  "cudaMemcpy (check)");
@@ -184,10 +184,10 @@ int prefill_side(const Plan& plan, int to_child, int from_child, const std::stri
     cuda(cudaMemcpy(layers[l], host.data(), layer_bytes, cudaMemcpyHostToDevice), "cudaMemcpy (pattern)");
     local[l] = agent->register_memory(layers[l], layer_bytes, transfer::MemoryKind::kDevice);
   }
-  const Json hello = Json::parse(receive(from_child));
+  Json hello = Json::parse(receive(from_child));
   const int peer = agent->connect(hex_decode(hello["address"].as_string()));
   std::vector<int> remote(plan.layers);
-  for (int64_t l = 0; l < plan.layers; ++l) remote[l] = agent->import(peer, hex_decode(hello["regions"][l].as_string()));
+  for (int64_t l = 0; l < plan.layers; ++l) remote[l] = agent->import(peer, hex_decode(hello["regions"].at(static_cast<size_t>(l)).as_string()));
   const double copy_tb_s = copy_bandwidth_tb_s(layers[0], layers[plan.layers > 1 ? 1 : 0], layer_bytes / 2);
 
   std::mt19937 random(7);
