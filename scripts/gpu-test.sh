@@ -9,7 +9,8 @@
 #      graph replay against eager execution, and overlapped steps against synchronous ones;
 #   3. the server end to end on the GPU (engine, sampling, streaming, failures, structured output
 #      and logit_bias) over the fixture and the bundled models, and speculative decoding's engine;
-#   4. compute-sanitizer memcheck over the small-shape conformance;
+#   4. compute-sanitizer memcheck over the small-shape conformance; a request's KV pages between two
+#      processes on the GPU over UCX's CUDA IPC (prefill/decode disaggregation's transfer);
 #   5. on 2 GPUs or more, the NCCL communicator against the CPU's, and the model sharded over the
 #      GPUs (tensor, DP-attention and expert parallel) against the whole model on GPU 0 (skipped,
 #      and said so, on one GPU; layouts of more ranks than GPUs are left out, and listed).
