@@ -26,6 +26,8 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 using fp8 = __nv_fp8_e4m3;
+using backend::cuda::kLatentWriteCandidates;
+using backend::cuda::LatentWriteVariant;
 using backend::cuda::NormSchedule;
 
 constexpr int64_t kTokenCounts[] = {1, 64, 256, 1024, 4096, 16384};
@@ -59,6 +61,17 @@ void expect_same_bytes(const std::string& what, const void* expected, const void
   throw Error(str_cat("small-op check failed: ", what, ": ", differing, " of ", bytes,
                       " bytes differ, the first at byte ", first, " (expected ", int{a[first]}, ", got ", int{b[first]},
                       ")"));
+}
+
+// How many bytes of two device ranges differ (waits for the device).
+size_t differing_bytes(const void* expected, const void* actual, size_t bytes) {
+  std::vector<uint8_t> a(bytes), b(bytes);
+  DSINFER_CUDA_CHECK(cudaDeviceSynchronize());
+  DSINFER_CUDA_CHECK(cudaMemcpy(a.data(), expected, bytes, cudaMemcpyDeviceToHost));
+  DSINFER_CUDA_CHECK(cudaMemcpy(b.data(), actual, bytes, cudaMemcpyDeviceToHost));
+  size_t differing = 0;
+  for (size_t i = 0; i < bytes; ++i) differing += a[i] != b[i];
+  return differing;
 }
 
 void copy_device(void* to, const void* from, size_t bytes, cudaStream_t stream) {
@@ -302,14 +315,21 @@ void rope_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Jso
   }
 
   std::printf("\nMLA latent-cache write (write_latent_cache: kv_a [T, 576] -> rms_norm(512) | rope(64) -> scattered "
-              "64-row pages), one kernel\n");
+              "64-row pages), one kernel: the backend's (auto), then each candidate (rope_cache.h's "
+              "kLatentWriteCandidates, v0 = the warp per token)\n");
   std::printf("  bytes = kv_a read + cache rows written (1152 bytes a token each way) + slot, position and a cos and "
-              "sin row a token + the norm weight\n");
-  std::printf("   tokens        us         MB    TB/s  of copy\n");
+              "sin row a token + the norm weight; a candidate whose cache differs from v0's in any bit is marked "
+              "BITS DIFFER\n");
+  std::printf("   tokens   auto us         MB    TB/s  of copy |");
+  for (size_t v = 0; v < std::size(kLatentWriteCandidates); ++v)
+    std::printf(" %8s %8s", str_cat("v", v, " us").c_str(), "of copy");
+  std::printf("\n");
   const int64_t width = kLatent + kRopeDim;
   for (int64_t tokens : kTokenCounts) {
     const int64_t pages = (tokens + kPageSize - 1) / kPageSize + 1;
-    Buffer kv_a(tokens * width * 2), cache(pages * kPageSize * width * 2), positions(tokens * 4), slots(tokens * 8);
+    const size_t cache_bytes = pages * kPageSize * width * 2;
+    Buffer kv_a(tokens * width * 2), cache(cache_bytes), v0_cache(cache_bytes), positions(tokens * 4),
+        slots(tokens * 8);
     fill(kv_a.get(), DType::kBF16, tokens * width, 53, -2, 2, stream);
     std::vector<int32_t> host_positions(tokens);
     std::vector<int64_t> host_slots(tokens);
@@ -319,14 +339,33 @@ void rope_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Jso
     }
     upload(positions.get(), host_positions);
     upload(slots.get(), host_slots);
-    const double us = kernel_us(timer, [&] {
-      backend::cuda::write_latent_cache(kv_a.get<bf16>(), tokens, kLatent, kRopeDim, norm_weight.get<float>(), kEps,
-                                        positions.get<int32_t>(), cos_table.get<float>(), sin_table.get<float>(), true,
-                                        slots.get<int64_t>(), cache.get<bf16>(), stream);
-    });
+    auto write = [&](LatentWriteVariant variant) {
+      backend::cuda::write_latent_cache(kv_a.get<bf16>(), width, tokens, kLatent, kRopeDim, norm_weight.get<float>(),
+                                        kEps, positions.get<int32_t>(), cos_table.get<float>(), sin_table.get<float>(),
+                                        true, slots.get<int64_t>(), cache.get<bf16>(), stream, variant);
+    };
     const double bytes = tokens * (2.0 * width * 2 + 8 + 4 + 2.0 * half * 4) + 4.0 * kLatent;
-    std::printf("  %7lld %s\n", static_cast<long long>(tokens),
-                record(figures, str_cat("write_latent_cache_t", tokens), us, bytes, ceilings).c_str());
+    const std::string key = str_cat("write_latent_cache_t", tokens);
+    const std::string columns = record(figures, key, kernel_us(timer, [&] { write(LatentWriteVariant::kAuto); }),
+                                       bytes, ceilings);
+    std::string candidates, differ;
+    for (size_t v = 0; v < std::size(kLatentWriteCandidates); ++v) {
+      // The cache from zeros, against v0's from zeros (recorded, not thrown: the timings still come out).
+      DSINFER_CUDA_CHECK(cudaMemsetAsync(cache.get(), 0, cache_bytes, stream));
+      write(kLatentWriteCandidates[v]);
+      if (v == 0) copy_device(v0_cache.get(), cache.get(), cache_bytes, stream);
+      const size_t differing = differing_bytes(v0_cache.get(), cache.get(), cache_bytes);
+      const std::string candidate = str_cat(key, "_v", v);
+      figures[candidate + "_same_bits"] = differing == 0;
+      if (differing > 0) differ += str_cat(" v", v, " (", differing, " bytes)");
+      const double us = kernel_us(timer, [&] { write(kLatentWriteCandidates[v]); });
+      record(figures, candidate, us, bytes, ceilings);
+      char column[32];
+      std::snprintf(column, sizeof(column), " %8.1f %7.0f%%", us, 100 * bytes / us / 1e6 / ceilings.copy_tb_s);
+      candidates += column;
+    }
+    std::printf("  %7lld %s |%s%s\n", static_cast<long long>(tokens), columns.c_str(), candidates.c_str(),
+                differ.empty() ? "" : str_cat("   BITS DIFFER:", differ).c_str());
   }
 }
 
