@@ -27,6 +27,7 @@ namespace {
 using bf16 = __nv_bfloat16;
 using fp8 = __nv_fp8_e4m3;
 using backend::cuda::kLatentWriteCandidates;
+using backend::cuda::kSiluQuantCandidates;
 using backend::cuda::LatentWriteVariant;
 using backend::cuda::NormSchedule;
 
@@ -147,7 +148,12 @@ void silu_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Jso
               "kernel, no bf16 h)\n");
   std::printf("  bytes: silu_mul x [T, 2I] bf16 read + h [T, I] bf16 written; + quant: x read + q [T4, I] e4m3 "
               "+ scales [I / 128, T4] f32 written (T4: T rounded up to 4)\n");
-  std::printf("        I   tokens   silu_mul us         MB    TB/s  of copy | +quant us         MB    TB/s  of copy\n");
+  std::printf("  (+quant: the backend's walk; then each of elementwise.h's kSiluQuantCandidates, v0 = one row ahead, its "
+              "q and scales checked against the unfused kernels' bits, a difference marked BITS DIFFER)\n");
+  std::printf("        I   tokens   silu_mul us         MB    TB/s  of copy | +quant us         MB    TB/s  of copy |");
+  for (size_t v = 0; v < std::size(kSiluQuantCandidates); ++v)
+    std::printf(" %8s %8s", str_cat("v", v, " us").c_str(), "of copy");
+  std::printf("\n");
   for (int64_t inter : {kMoeInter, kDenseInter}) {
     for (int64_t tokens : kTokenCounts) {
       const int64_t t4 = padded_tokens(tokens), groups = inter / 128;
@@ -180,8 +186,30 @@ void silu_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Jso
       const double quant_bytes = 4.0 * tokens * inter + 1.0 * t4 * inter + 4.0 * groups * t4;
       const std::string plain = record(figures, key, plain_us, plain_bytes, ceilings);
       const std::string quant = record(figures, key + "_quant", quant_us, quant_bytes, ceilings);
-      std::printf("  %7lld %8lld %13s | %s\n", static_cast<long long>(inter), static_cast<long long>(tokens),
-                  plain.c_str(), quant.c_str());
+      std::string candidates, differ;
+      for (size_t v = 0; v < std::size(kSiluQuantCandidates); ++v) {
+        // From zeroed outputs, against the unfused kernels' q and scales (recorded, not thrown).
+        auto quantize = [&] {
+          backend::cuda::silu_mul_quant_fp8(x.get<bf16>(), nullptr, tokens, t4, inter, q_fused.get<fp8>(),
+                                            scales_fused.get<float>(), stream, kSiluQuantCandidates[v]);
+        };
+        DSINFER_CUDA_CHECK(cudaMemsetAsync(q_fused.get(), 0, t4 * inter, stream));
+        DSINFER_CUDA_CHECK(cudaMemsetAsync(scales_fused.get(), 0, groups * t4 * 4, stream));
+        quantize();
+        const size_t differing = differing_bytes(q.get(), q_fused.get(), t4 * inter) +
+                                 differing_bytes(scales.get(), scales_fused.get(), groups * t4 * 4);
+        const std::string candidate = str_cat(key, "_quant_v", v);
+        figures[candidate + "_same_bits"] = differing == 0;
+        if (differing > 0) differ += str_cat(" v", v, " (", differing, " bytes)");
+        const double us = kernel_us(timer, quantize);
+        record(figures, candidate, us, quant_bytes, ceilings);
+        char column[32];
+        std::snprintf(column, sizeof(column), " %8.1f %7.0f%%", us, 100 * quant_bytes / us / 1e6 / ceilings.copy_tb_s);
+        candidates += column;
+      }
+      std::printf("  %7lld %8lld %13s | %s |%s%s\n", static_cast<long long>(inter), static_cast<long long>(tokens),
+                  plain.c_str(), quant.c_str(), candidates.c_str(),
+                  differ.empty() ? "" : str_cat("   BITS DIFFER:", differ).c_str());
     }
   }
 }

@@ -2,7 +2,8 @@
 // widths and decode to prefill token counts (1, 64, 256, 1024, 4096, 16384):
 //   - fused routing (routing.h): logits [T, 256] -> ids, weights [T, 8]; against the 5 us bar at 256;
 //   - SiLU-mul (elementwise.h), alone and fused with FP8 quantization, I = 2048 (MoE / shared expert)
-//     and 18432 (dense layers);
+//     and 18432 (dense layers); the fused kernel's row walks of kSiluQuantCandidates each
+//     ("silu_mul_i<I>_t<T>_quant_v<i>_*", "_same_bits": q and scales equal to the unfused kernels');
 //   - add + RMSNorm (norm.h) at hidden 7168, both row schedules, alone and fused with FP8 quantization
 //     (with and without the bf16 copy);
 //   - RoPE on q [T, 128, 192] (dims 128..191) and the fused latent-cache write (kv_a [T, 576] -> norm,

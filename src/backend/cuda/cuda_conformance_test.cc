@@ -161,22 +161,40 @@ TEST(CudaFusedQuantization, SiluMulQuantFp8MatchesTheCpuSiluMul) {
   auto cpu = make_cpu_backend();
   struct Shape2 { int64_t tokens, inter; };
   // 640 and 256 columns: a warp's 4 groups only partly in the row; 1001 rows: on an H200 some
-  // blocks walk two rows, three of them ending in a padding row.
-  for (Shape2 shape : {Shape2{1, 2048}, Shape2{37, 2048}, Shape2{64, 18432}, Shape2{5, 640}, Shape2{1001, 256}}) {
+  // blocks walk two rows, three of them ending in a padding row; 4999 rows: blocks walk 7 to 10
+  // rows, every set of words of the two-rows-ahead walk used several times. Each walk of
+  // kSiluQuantCandidates, and their h, q and scales the same bits.
+  for (Shape2 shape : {Shape2{1, 2048}, Shape2{37, 2048}, Shape2{64, 18432}, Shape2{5, 640}, Shape2{1001, 256},
+                       Shape2{4999, 256}}) {
     const int64_t T = shape.tokens, I = shape.inter, padded = (T + 3) / 4 * 4;
     const std::string what = str_cat("silu_mul_quant_fp8 T=", T, " I=", I);
     const Bf16Values x = random_bf16({T, 2 * I}, static_cast<uint32_t>(T * 31 + I), 1.5f);
     const Tensor reference = cpu->silu_mul(x.host);  // [T, I] f32
-    DeviceArray<uint16_t> device_x(T * 2 * I), device_h(T * I);
-    DeviceArray<uint8_t> device_q(padded * I);
-    DeviceArray<float> device_scales(I / 128 * padded);
-    device_x.upload(x.bits);
-    silu_mul_quant_fp8(device_x.as<__nv_bfloat16>(), device_h.as<__nv_bfloat16>(), T, padded, I,
-                       device_q.as<__nv_fp8_e4m3>(), device_scales.get(), nullptr);
-    const Bf16Values h = bf16_values(device_h.download(), {T, I});
-    expect_close(what + " h", reference, h.host, kBoundBf16Output);
-    const Tensor dequantized = expect_quantized(what, h.host, padded, device_q.download(), device_scales.download());
-    expect_close(what + " q * scale", reference, dequantized, kBoundFp8Output);
+    std::vector<uint16_t> first_h;
+    std::vector<uint8_t> first_q;
+    std::vector<float> first_scales;
+    for (SiluQuantVariant variant : kSiluQuantCandidates) {
+      const std::string walk = str_cat(what, variant == SiluQuantVariant::kTwoRowsAhead ? " two rows ahead" : "");
+      DeviceArray<uint16_t> device_x(T * 2 * I), device_h(T * I);
+      DeviceArray<uint8_t> device_q(padded * I);
+      DeviceArray<float> device_scales(I / 128 * padded);
+      device_x.upload(x.bits);
+      silu_mul_quant_fp8(device_x.as<__nv_bfloat16>(), device_h.as<__nv_bfloat16>(), T, padded, I,
+                         device_q.as<__nv_fp8_e4m3>(), device_scales.get(), nullptr, variant);
+      const std::vector<uint16_t> h_bits = device_h.download();
+      const std::vector<uint8_t> q = device_q.download();
+      const std::vector<float> scales = device_scales.download();
+      const Bf16Values h = bf16_values(h_bits, {T, I});
+      expect_close(walk + " h", reference, h.host, kBoundBf16Output);
+      const Tensor dequantized = expect_quantized(walk, h.host, padded, q, scales);
+      expect_close(walk + " q * scale", reference, dequantized, kBoundFp8Output);
+      if (first_h.empty()) {
+        first_h = h_bits, first_q = q, first_scales = scales;
+      } else {
+        EXPECT_TRUE(h_bits == first_h && q == first_q && scales == first_scales)
+            << walk << ": h, q or scales differ from the one-row-ahead walk's bits";
+      }
+    }
   }
 }
 
