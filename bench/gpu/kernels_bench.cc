@@ -3,7 +3,6 @@
 // (FlashMLA, DeepGEMM on the same GPU kind). Issue 8's benchmark command:
 //
 //   build/bench/kernels_bench [--runs N] [--out FILE]   (default bench/results/kernels_<gpu>.json)
-//   build/bench/kernels_bench --only small --out FILE    (some sections: mla, gemm, grouped, small, prefill)
 //
 // Timing (issue 8, ANCHORS.md): the L2 flushed before each call (a 256 MiB cudaMemsetAsync outside
 // the timed region), CUDA events around the one call, the median of --runs (default 20) after two
@@ -369,17 +368,8 @@ int run(int argc, char** argv) {
   cli::Flags flags("kernels_bench [flags]", "dsinfer's kernels at DeepSeek-V3 shapes against the ceilings and ANCHORS.md");
   flags.add_int("runs", "timed runs per case (the median is reported; at least 10)", 20);
   flags.add_string("out", "FILE", "result JSON (default bench/results/kernels_<gpu>.json)");
-  flags.add_string("only", "SECTIONS",
-                   "run only these sections, comma-separated: mla, gemm, grouped, small, prefill (default: all; "
-                   "with --out, so that a partial run does not replace the full result)");
   if (!flags.parse(argc - 1, argv + 1)) return 0;
   const int runs = static_cast<int>(std::max<int64_t>(10, flags.get_int("runs")));
-  const std::string only = flags.has("only") ? str_cat(",", flags.get_string("only"), ",") : std::string();
-  DSINFER_CHECK(only.empty() || flags.has("out"),
-                "kernels_bench: --only needs --out (a partial run must not replace the full result)");
-  const auto section = [&](const char* name) {
-    return only.empty() || only.find(str_cat(",", name, ",")) != std::string::npos;
-  };
 
   DSINFER_CUDA_CHECK(cudaSetDevice(0));
   cudaDeviceProp prop{};
@@ -404,12 +394,11 @@ int run(int argc, char** argv) {
         timer.median_us([&] { DSINFER_CUDA_CHECK(cudaMemsetAsync(tiny.get(), 0, 4, stream)); });
     figures["timing_floor_us"] = floor_us;
     std::printf("timing floor (CUDA events around a 4-byte memset after the L2 flush): %.1f us\n", floor_us);
-    if (section("mla")) mla_cases(timer, stream, prop.multiProcessorCount, h200, figures, anchors);
-    if (section("gemm")) gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
-    if (section("grouped"))
-      grouped_gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
-    if (section("small")) small_op_cases(timer, stream, ceilings, figures);
-    if (section("prefill")) prefill_attention_cases(timer, stream, ceilings, figures);
+    mla_cases(timer, stream, prop.multiProcessorCount, h200, figures, anchors);
+    gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
+    grouped_gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
+    small_op_cases(timer, stream, ceilings, figures);
+    prefill_attention_cases(timer, stream, ceilings, figures);
   }
   DSINFER_CUDA_CHECK(cudaStreamDestroy(stream));
 

@@ -26,9 +26,6 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 using fp8 = __nv_fp8_e4m3;
-using backend::cuda::kLatentWriteCandidates;
-using backend::cuda::kSiluQuantCandidates;
-using backend::cuda::LatentWriteVariant;
 using backend::cuda::NormSchedule;
 
 constexpr int64_t kTokenCounts[] = {1, 64, 256, 1024, 4096, 16384};
@@ -62,17 +59,6 @@ void expect_same_bytes(const std::string& what, const void* expected, const void
   throw Error(str_cat("small-op check failed: ", what, ": ", differing, " of ", bytes,
                       " bytes differ, the first at byte ", first, " (expected ", int{a[first]}, ", got ", int{b[first]},
                       ")"));
-}
-
-// How many bytes of two device ranges differ (waits for the device).
-size_t differing_bytes(const void* expected, const void* actual, size_t bytes) {
-  std::vector<uint8_t> a(bytes), b(bytes);
-  DSINFER_CUDA_CHECK(cudaDeviceSynchronize());
-  DSINFER_CUDA_CHECK(cudaMemcpy(a.data(), expected, bytes, cudaMemcpyDeviceToHost));
-  DSINFER_CUDA_CHECK(cudaMemcpy(b.data(), actual, bytes, cudaMemcpyDeviceToHost));
-  size_t differing = 0;
-  for (size_t i = 0; i < bytes; ++i) differing += a[i] != b[i];
-  return differing;
 }
 
 void copy_device(void* to, const void* from, size_t bytes, cudaStream_t stream) {
@@ -148,12 +134,7 @@ void silu_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Jso
               "kernel, no bf16 h)\n");
   std::printf("  bytes: silu_mul x [T, 2I] bf16 read + h [T, I] bf16 written; + quant: x read + q [T4, I] e4m3 "
               "+ scales [I / 128, T4] f32 written (T4: T rounded up to 4)\n");
-  std::printf("  (+quant: the backend's walk; then each of elementwise.h's kSiluQuantCandidates, v0 = one row ahead, its "
-              "q and scales checked against the unfused kernels' bits, a difference marked BITS DIFFER)\n");
-  std::printf("        I   tokens   silu_mul us         MB    TB/s  of copy | +quant us         MB    TB/s  of copy |");
-  for (size_t v = 0; v < std::size(kSiluQuantCandidates); ++v)
-    std::printf(" %8s %8s", str_cat("v", v, " us").c_str(), "of copy");
-  std::printf("\n");
+  std::printf("        I   tokens   silu_mul us         MB    TB/s  of copy | +quant us         MB    TB/s  of copy\n");
   for (int64_t inter : {kMoeInter, kDenseInter}) {
     for (int64_t tokens : kTokenCounts) {
       const int64_t t4 = padded_tokens(tokens), groups = inter / 128;
@@ -186,30 +167,8 @@ void silu_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Jso
       const double quant_bytes = 4.0 * tokens * inter + 1.0 * t4 * inter + 4.0 * groups * t4;
       const std::string plain = record(figures, key, plain_us, plain_bytes, ceilings);
       const std::string quant = record(figures, key + "_quant", quant_us, quant_bytes, ceilings);
-      std::string candidates, differ;
-      for (size_t v = 0; v < std::size(kSiluQuantCandidates); ++v) {
-        // From zeroed outputs, against the unfused kernels' q and scales (recorded, not thrown).
-        auto quantize = [&] {
-          backend::cuda::silu_mul_quant_fp8(x.get<bf16>(), nullptr, tokens, t4, inter, q_fused.get<fp8>(),
-                                            scales_fused.get<float>(), stream, kSiluQuantCandidates[v]);
-        };
-        DSINFER_CUDA_CHECK(cudaMemsetAsync(q_fused.get(), 0, t4 * inter, stream));
-        DSINFER_CUDA_CHECK(cudaMemsetAsync(scales_fused.get(), 0, groups * t4 * 4, stream));
-        quantize();
-        const size_t differing = differing_bytes(q.get(), q_fused.get(), t4 * inter) +
-                                 differing_bytes(scales.get(), scales_fused.get(), groups * t4 * 4);
-        const std::string candidate = str_cat(key, "_quant_v", v);
-        figures[candidate + "_same_bits"] = differing == 0;
-        if (differing > 0) differ += str_cat(" v", v, " (", differing, " bytes)");
-        const double us = kernel_us(timer, quantize);
-        record(figures, candidate, us, quant_bytes, ceilings);
-        char column[32];
-        std::snprintf(column, sizeof(column), " %8.1f %7.0f%%", us, 100 * quant_bytes / us / 1e6 / ceilings.copy_tb_s);
-        candidates += column;
-      }
-      std::printf("  %7lld %8lld %13s | %s |%s%s\n", static_cast<long long>(inter), static_cast<long long>(tokens),
-                  plain.c_str(), quant.c_str(), candidates.c_str(),
-                  differ.empty() ? "" : str_cat("   BITS DIFFER:", differ).c_str());
+      std::printf("  %7lld %8lld %13s | %s\n", static_cast<long long>(inter), static_cast<long long>(tokens),
+                  plain.c_str(), quant.c_str());
     }
   }
 }
@@ -343,21 +302,14 @@ void rope_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Jso
   }
 
   std::printf("\nMLA latent-cache write (write_latent_cache: kv_a [T, 576] -> rms_norm(512) | rope(64) -> scattered "
-              "64-row pages), one kernel: the backend's (auto), then each candidate (rope_cache.h's "
-              "kLatentWriteCandidates, v0 = the warp per token)\n");
+              "64-row pages), one kernel\n");
   std::printf("  bytes = kv_a read + cache rows written (1152 bytes a token each way) + slot, position and a cos and "
-              "sin row a token + the norm weight; a candidate whose cache differs from v0's in any bit is marked "
-              "BITS DIFFER\n");
-  std::printf("   tokens   auto us         MB    TB/s  of copy |");
-  for (size_t v = 0; v < std::size(kLatentWriteCandidates); ++v)
-    std::printf(" %8s %8s", str_cat("v", v, " us").c_str(), "of copy");
-  std::printf("\n");
+              "sin row a token + the norm weight\n");
+  std::printf("   tokens        us         MB    TB/s  of copy\n");
   const int64_t width = kLatent + kRopeDim;
   for (int64_t tokens : kTokenCounts) {
     const int64_t pages = (tokens + kPageSize - 1) / kPageSize + 1;
-    const size_t cache_bytes = pages * kPageSize * width * 2;
-    Buffer kv_a(tokens * width * 2), cache(cache_bytes), v0_cache(cache_bytes), positions(tokens * 4),
-        slots(tokens * 8);
+    Buffer kv_a(tokens * width * 2), cache(pages * kPageSize * width * 2), positions(tokens * 4), slots(tokens * 8);
     fill(kv_a.get(), DType::kBF16, tokens * width, 53, -2, 2, stream);
     std::vector<int32_t> host_positions(tokens);
     std::vector<int64_t> host_slots(tokens);
@@ -367,33 +319,14 @@ void rope_cases(Timer& timer, cudaStream_t stream, const Ceilings& ceilings, Jso
     }
     upload(positions.get(), host_positions);
     upload(slots.get(), host_slots);
-    auto write = [&](LatentWriteVariant variant) {
-      backend::cuda::write_latent_cache(kv_a.get<bf16>(), width, tokens, kLatent, kRopeDim, norm_weight.get<float>(),
-                                        kEps, positions.get<int32_t>(), cos_table.get<float>(), sin_table.get<float>(),
-                                        true, slots.get<int64_t>(), cache.get<bf16>(), stream, variant);
-    };
+    const double us = kernel_us(timer, [&] {
+      backend::cuda::write_latent_cache(kv_a.get<bf16>(), tokens, kLatent, kRopeDim, norm_weight.get<float>(), kEps,
+                                        positions.get<int32_t>(), cos_table.get<float>(), sin_table.get<float>(), true,
+                                        slots.get<int64_t>(), cache.get<bf16>(), stream);
+    });
     const double bytes = tokens * (2.0 * width * 2 + 8 + 4 + 2.0 * half * 4) + 4.0 * kLatent;
-    const std::string key = str_cat("write_latent_cache_t", tokens);
-    const std::string columns = record(figures, key, kernel_us(timer, [&] { write(LatentWriteVariant::kAuto); }),
-                                       bytes, ceilings);
-    std::string candidates, differ;
-    for (size_t v = 0; v < std::size(kLatentWriteCandidates); ++v) {
-      // The cache from zeros, against v0's from zeros (recorded, not thrown: the timings still come out).
-      DSINFER_CUDA_CHECK(cudaMemsetAsync(cache.get(), 0, cache_bytes, stream));
-      write(kLatentWriteCandidates[v]);
-      if (v == 0) copy_device(v0_cache.get(), cache.get(), cache_bytes, stream);
-      const size_t differing = differing_bytes(v0_cache.get(), cache.get(), cache_bytes);
-      const std::string candidate = str_cat(key, "_v", v);
-      figures[candidate + "_same_bits"] = differing == 0;
-      if (differing > 0) differ += str_cat(" v", v, " (", differing, " bytes)");
-      const double us = kernel_us(timer, [&] { write(kLatentWriteCandidates[v]); });
-      record(figures, candidate, us, bytes, ceilings);
-      char column[32];
-      std::snprintf(column, sizeof(column), " %8.1f %7.0f%%", us, 100 * bytes / us / 1e6 / ceilings.copy_tb_s);
-      candidates += column;
-    }
-    std::printf("  %7lld %s |%s%s\n", static_cast<long long>(tokens), columns.c_str(), candidates.c_str(),
-                differ.empty() ? "" : str_cat("   BITS DIFFER:", differ).c_str());
+    std::printf("  %7lld %s\n", static_cast<long long>(tokens),
+                record(figures, str_cat("write_latent_cache_t", tokens), us, bytes, ceilings).c_str());
   }
 }
 

@@ -2,15 +2,11 @@
 // widths and decode to prefill token counts (1, 64, 256, 1024, 4096, 16384):
 //   - fused routing (routing.h): logits [T, 256] -> ids, weights [T, 8]; against the 5 us bar at 256;
 //   - SiLU-mul (elementwise.h), alone and fused with FP8 quantization, I = 2048 (MoE / shared expert)
-//     and 18432 (dense layers); the fused kernel's row walks of kSiluQuantCandidates each
-//     ("silu_mul_i<I>_t<T>_quant_v<i>_*", "_same_bits": q and scales equal to the unfused kernels');
+//     and 18432 (dense layers);
 //   - add + RMSNorm (norm.h) at hidden 7168, both row schedules, alone and fused with FP8 quantization
 //     (with and without the bf16 copy);
 //   - RoPE on q [T, 128, 192] (dims 128..191) and the fused latent-cache write (kv_a [T, 576] -> norm,
-//     rope and scatter into 64-row pages): the backend's kernel ("write_latent_cache_t<T>_*"), then
-//     every candidate of rope_cache.h's kLatentWriteCandidates ("write_latent_cache_t<T>_v<i>_*", and
-//     "_v<i>_same_bits": its cache equal to v0's bit for bit; a difference is printed, not thrown, so
-//     that the timings still come out).
+//     rope and scatter into 64-row pages).
 // Each line: time (kernel_timing.h's median with the L2 flushed), the compulsory bytes (every input
 // read once, every output written once; a weight or table row once per call or per token, as its
 // header says), TB/s, and that rate's share of the run's copy ceiling. The MoE permute / combine

@@ -394,7 +394,7 @@ class CudaBackend final : public Backend, public CudaContext {
     expect_positions(batch.positions, table, "write_latent_cache");
     const DeviceAttention& device = metadata_->attention(batch);
     const int32_t* positions = metadata_->int32_array(batch.positions.data(), batch.positions.size());
-    cuda::write_latent_cache(bf16_data(kv_a), width, T, latent, rope, norm_weight.data<float>(), eps, positions,
+    cuda::write_latent_cache(bf16_data(kv_a), T, latent, rope, norm_weight.data<float>(), eps, positions,
                              table.cos.data<float>(), table.sin.data<float>(), table.interleaved, device.slot_mapping,
                              bf16_data(cache), stream_);
   }

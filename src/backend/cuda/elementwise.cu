@@ -40,11 +40,6 @@
 //   ~29 instructions an element in all. Before this layout (one row a block, 16 lanes a group, per-
 //   element float range tests, addresses as products of the row): ~35 an element and no loads in
 //   flight during the arithmetic, 69% / 75% of copy at I = 2048 / 18432 and 16384 tokens (H200).
-//   With one row ahead (kOneRowAhead) an SM has 5 blocks' next rows in flight, 40 KB at I = 2048:
-//   below what HBM3e needs (~40 KB and more under load), and from 1K to 4K tokens a block walks only
-//   2 to 7 rows, each a round trip (41% / 64% of copy at 1024 / 4096 tokens, 82% at 16384, H200).
-//   kTwoRowsAhead loads the two rows after the current one (three sets of words, <= 128 registers,
-//   4 blocks an SM: 64 KB in flight), the same arithmetic in the same order and so the same bits.
 //   bf16 accesses are single 16-byte instructions.
 //   flat ops (add_inplace, conversions): one 8-element chunk per thread, grid-stride loop.
 #include "backend/cuda/elementwise.h"
@@ -281,10 +276,7 @@ void launch_silu_mul_vector(const bf16* x, bf16* out, int64_t rows, int64_t inte
 // ---- silu_mul_quant_fp8 ----
 
 constexpr int kQuantWarpGroups = 4;  // 128-column groups a warp covers in a row: 8 lanes each
-
-// Blocks per SM that the launch bounds guarantee, by rows loaded ahead: <= 96 registers with one row's
-// words in flight, <= 128 with two.
-constexpr int silu_quant_blocks_per_sm(int rows_ahead) { return rows_ahead == 1 ? 5 : 4; }
+constexpr int kSiluQuantBlocksPerSm = 5;  // guaranteed by the launch bounds (<= 96 registers)
 
 // One row's gate and up words of a lane's two units (units g * 16 + l % 8 and that + 8 of its
 // group g).
@@ -293,16 +285,13 @@ struct SiluQuantWords {
 };
 
 // silu_mul fused with the FP8 quantization of h (see the top): a warp holds 4 groups of a row, 2 units
-// a lane, and walks rows blockIdx.y, + gridDim.y, ...; the words of the kRowsAhead rows after the
-// current one are loaded before the current row's arithmetic. Then the padding rows it meets in
-// [rows, padded_rows): q zeros and scale 1. Offsets advance by a step a row (as products of the row
-// they took ~40 instructions a row).
-template <int kRowsAhead>
-__global__ void __launch_bounds__(kSiluThreads, silu_quant_blocks_per_sm(kRowsAhead))
+// a lane, and walks rows blockIdx.y, + gridDim.y, ...; the next row's words are loaded before the
+// current row's arithmetic. Then the padding rows it meets in [rows, padded_rows): q zeros and
+// scale 1. Offsets advance by a step a row (as products of the row they took ~40 instructions a row).
+__global__ void __launch_bounds__(kSiluThreads, kSiluQuantBlocksPerSm)
     silu_mul_quant_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, __nv_fp8_e4m3* __restrict__ q,
                           float* __restrict__ scales, int rows, int padded_rows, int64_t inter, int64_t x_step,
                           int64_t h_step) {
-  static_assert(kRowsAhead == 1 || kRowsAhead == 2);
   allow_dependent_launch();  // the down projection after it (gemv.h) starts streaming its weights
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t groups = inter / kQuantGroup, units = inter / kChunk;
@@ -360,26 +349,21 @@ __global__ void __launch_bounds__(kSiluThreads, silu_quant_blocks_per_sm(kRowsAh
     scale += row_step;
   };
 
-  // kRowsAhead + 1 sets of words used in turn (no copy between them): the row in `current` is
-  // processed while the next kRowsAhead rows' loads are in flight.
+  // Two sets of words used in turn (no copy between them): the row in `current` is processed while
+  // the next one's loads are in flight.
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  SiluQuantWords a = {{zero, zero}, {zero, zero}}, b = a, c = a;
+  SiluQuantWords even = {{zero, zero}, {zero, zero}}, odd = even;
   int row = static_cast<int>(blockIdx.y);
   auto step = [&](const SiluQuantWords& current, SiluQuantWords& following) {
-    load(row + kRowsAhead * row_step < rows, following);
+    const int next = row + row_step;
+    load(next < rows, following);
     process(current);
-    row += row_step;
-    return row < rows;
+    row = next;
+    return next < rows;
   };
   if (row < rows) {
-    load(true, a);
-    if constexpr (kRowsAhead == 1) {
-      while (step(a, b) && step(b, a)) {
-      }
-    } else {
-      load(row + row_step < rows, b);
-      while (step(a, c) && step(b, a) && step(c, b)) {
-      }
+    load(true, even);
+    while (step(even, odd) && step(odd, even)) {
     }
   }
   for (; row < padded_rows; row += row_step) {
@@ -394,7 +378,6 @@ __global__ void __launch_bounds__(kSiluThreads, silu_quant_blocks_per_sm(kRowsAh
   }
 }
 
-template <int kRowsAhead>
 void launch_silu_mul_quant(const bf16* x, bf16* out, __nv_fp8_e4m3* q, float* scales, int64_t rows,
                            int64_t padded_rows, int64_t inter, cudaStream_t stream) {
   const int64_t warps_per_row = (inter / kQuantGroup + kQuantWarpGroups - 1) / kQuantWarpGroups;
@@ -405,13 +388,13 @@ void launch_silu_mul_quant(const bf16* x, bf16* out, __nv_fp8_e4m3* q, float* sc
   int device = 0, sms = 0;
   DSINFER_CUDA_CHECK(cudaGetDevice(&device));
   DSINFER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t row_slots = std::max<int64_t>(1, int64_t{sms} * silu_quant_blocks_per_sm(kRowsAhead) / blocks_x);
+  const int64_t row_slots = std::max<int64_t>(1, int64_t{sms} * kSiluQuantBlocksPerSm / blocks_x);
   const int64_t blocks_y = std::min(padded_rows, row_slots);
   const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
   const int64_t units = inter / kChunk;
-  silu_mul_quant_kernel<kRowsAhead><<<grid, kSiluThreads, 0, stream>>>(
-      x, out, q, scales, static_cast<int>(rows), static_cast<int>(padded_rows), inter, blocks_y * 2 * units,
-      blocks_y * units);
+  silu_mul_quant_kernel<<<grid, kSiluThreads, 0, stream>>>(x, out, q, scales, static_cast<int>(rows),
+                                                           static_cast<int>(padded_rows), inter,
+                                                           blocks_y * 2 * units, blocks_y * units);
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 
@@ -517,8 +500,7 @@ void silu_mul(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_
 }
 
 void silu_mul_quant_fp8(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_t padded_tokens,
-                        int64_t inter, __nv_fp8_e4m3* q, float* scales, cudaStream_t stream,
-                        SiluQuantVariant variant) {
+                        int64_t inter, __nv_fp8_e4m3* q, float* scales, cudaStream_t stream) {
   DSINFER_CHECK(tokens >= 0 && padded_tokens >= tokens && padded_tokens <= INT32_MAX / 2 && inter > 0 &&
                     inter % kQuantGroup == 0,
                 "silu_mul_quant_fp8: ", tokens, " tokens padded to ", padded_tokens, ", width ", inter,
@@ -527,11 +509,7 @@ void silu_mul_quant_fp8(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t toke
                     reinterpret_cast<uintptr_t>(scales) % 4 == 0,
                 "silu_mul_quant_fp8: x and out need 16-byte alignment, q 8 and scales 4");
   if (padded_tokens == 0) return;
-  if (variant == SiluQuantVariant::kTwoRowsAhead) {
-    launch_silu_mul_quant<2>(x, out, q, scales, tokens, padded_tokens, inter, stream);
-  } else {
-    launch_silu_mul_quant<1>(x, out, q, scales, tokens, padded_tokens, inter, stream);
-  }
+  launch_silu_mul_quant(x, out, q, scales, tokens, padded_tokens, inter, stream);
 }
 
 void concat_columns(const void* a, int64_t a_cols, const void* b, int64_t b_cols, void* out, int64_t rows,

@@ -42,17 +42,8 @@ void silu_mul(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_
 // [padded_tokens, inter] e4m3 contiguous, 8-byte aligned; scales [inter / 128, padded_tokens] f32.
 // inter a multiple of 128; padded_tokens >= tokens. Bytes: 4 read, 1 + 1/32 written per output
 // element (+ 2 with out).
-// The row walks of silu_mul_quant_fp8, the same arithmetic and bits (elementwise.cu says how each
-// works): kOneRowAhead (the one measured, kAuto's) loads the next row's words before a row's
-// arithmetic, kTwoRowsAhead the next two (4 blocks an SM instead of 5). kernels_bench times both.
-enum class SiluQuantVariant : uint8_t { kAuto, kOneRowAhead, kTwoRowsAhead };
-// In the order kernels_bench numbers them (JSON keys ..._quant_v<i>_...).
-inline constexpr SiluQuantVariant kSiluQuantCandidates[] = {SiluQuantVariant::kOneRowAhead,
-                                                            SiluQuantVariant::kTwoRowsAhead};
-
 void silu_mul_quant_fp8(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t tokens, int64_t padded_tokens,
-                        int64_t inter, __nv_fp8_e4m3* q, float* scales, cudaStream_t stream,
-                        SiluQuantVariant variant = SiluQuantVariant::kAuto);
+                        int64_t inter, __nv_fp8_e4m3* q, float* scales, cudaStream_t stream);
 
 // A strided copy of a [rows, cols] window between two row-major matrices:
 //   dst[r, dst_col + c] = src[src_rows ? src_rows[r] : r, src_col + c],  r < rows, c < cols.

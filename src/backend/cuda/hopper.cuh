@@ -1,9 +1,9 @@
 // Private to the CUDA kernels: Hopper (sm_90a) PTX wrappers for the TMA + wgmma kernels, shared by
-// mla_decode_wgmma.cu, the FP8 wgmma GEMMs and latent_write.cu. Device code only; include from .cu files.
+// mla_decode_wgmma.cu and the FP8 wgmma GEMMs. Device code only; include from .cu files.
 //
 // - mbarrier: init, arrive, arrive with an expected transaction count, wait on a phase parity.
-// - TMA: one 2D/3D box of a CUtensorMap, or a plain run of bytes, into shared memory, its bytes
-//   counted on an mbarrier; a 3D box out of shared memory (bulk-group stores).
+// - TMA: one 2D/3D box of a CUtensorMap into shared memory, its bytes counted on an mbarrier; a 3D
+//   box out of shared memory (bulk-group stores).
 // - cp.async of 4 bytes whose landing is an mbarrier arrival; setmaxnreg.
 // - wgmma: fence / commit / wait, the shared-memory matrix descriptor (128-byte swizzle), and
 //   register fences that keep the compiler from moving accumulator accesses across issue and wait.
@@ -76,15 +76,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
           dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
-}
-
-// `bytes` (a multiple of 16) of global memory at `src` into shared memory at `dst`, both 16-byte
-// aligned, counted on `bar` like a box: the bulk copy without a tensor map, for rows a kernel
-// addresses itself.
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
 }
 
 // ---- TMA stores (bulk groups) ----

@@ -1,5 +1,5 @@
-// Rotary embedding in place, and the latent cache's plain scatter (write_cache) and gather
-// (gather_cache). MLA's fused latent-cache write (norm + rope + scatter) is latent_write.cu.
+// Rotary embedding in place, MLA's fused latent-cache write (norm + rope + scatter), and the latent
+// cache's plain scatter (write_cache) and gather (gather_cache).
 //
 // rope_inplace: x [T, G, D] bf16 (token rows token_stride apart), dims [begin, begin + rope_dim) of
 //   each group rotated by the f32 cos/sin tables [max_positions, rope_dim / 2] at positions [T].
@@ -18,6 +18,16 @@
 //   once and none through its stores: 78% / 81% of copy at 4096 / 16384 tokens on an H200.)
 //   Otherwise: grid (T, ceil(pairs / threads)), one thread per (group, pair), threads = G *
 //   rope_dim / 2 rounded up to a warp, at most 256.
+// write_latent_cache: cache[slot[t]] = [rms_norm(kv_a[t, :latent]) * w | rope(kv_a[t, latent:])].
+//   Roofline: reads and writes (latent + rope) * 2 bytes per token (V3: 1152 each) + the weight
+//   (cached) and one table row. Launch, 16-byte units (interleaved, latent and rope multiples of 8,
+//   latent <= 1024, rope <= 256, pointers 16-byte aligned): one warp per token, 4 tokens per
+//   128-thread block; lane l holds latent units l + 32 j (V3: 2) and rope unit l (V3: lanes 0..7),
+//   all loaded at once with the token's slot and position, single 16-byte accesses; cos and sin
+//   follow the position (two round trips in all: the loads used to wait for the slot, and the
+//   tables for them, three, with the row read and written 4 bytes at a time: 47% / 63% of copy at
+//   4096 / 16384 tokens on an H200); the sum of squares is a warp reduction (no block barrier).
+//   Otherwise one 128-thread block per token, element by element.
 // write_cache: cache[slot_mapping[t]] = [latent[t] | k_rope[t]], rows of 576 bf16 for V3.
 // gather_cache: out[row_start[b] + j] = cache[slot(b, j)] over every sequence's context.
 //   Both move rows * width * 2 bytes each way and compute nothing. Launch: 16-byte units (2-byte ones
@@ -31,7 +41,6 @@
 #include "backend/cache_layout.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
-#include "backend/cuda/rope_unit.cuh"
 #include "backend/cuda/vector.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -41,6 +50,17 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kRopeMaxThreads = 256;
 constexpr int kChunk = 8;  // 8 bf16 = 16 bytes
+
+// rope_kernel's arithmetic on the 4 interleaved pairs of a unit, with their cos and sin.
+__device__ __forceinline__ void rotate_unit(float (&v)[kChunk], const float4& c, const float4& s) {
+  const float cs[4] = {c.x, c.y, c.z, c.w}, sn[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    const float x0 = v[2 * m], x1 = v[2 * m + 1];
+    v[2 * m] = x0 * cs[m] - x1 * sn[m];
+    v[2 * m + 1] = x1 * cs[m] + x0 * sn[m];
+  }
+}
 
 // ---- rope ----
 
@@ -169,6 +189,131 @@ __global__ void __launch_bounds__(kRopeVectorThreads, kRopeBlocksPerSm)
     return t < tokens;
   };
   while (next_step(even, odd) && next_step(odd, even)) {
+  }
+}
+
+// ---- the fused latent write ----
+
+constexpr int kLatentThreads = 128;
+
+__global__ void __launch_bounds__(kLatentThreads)
+    write_latent_cache_kernel(const bf16* __restrict__ kv_a, int latent, int rope, const float* __restrict__ weight,
+                              float eps, const int32_t* __restrict__ positions, const float* __restrict__ cos_table,
+                              const float* __restrict__ sin_table, bool interleaved,
+                              const int64_t* __restrict__ slot_mapping, bf16* __restrict__ cache) {
+  __shared__ float warp_sums[kLatentThreads / 32];
+  allow_dependent_launch();
+  const int64_t t = blockIdx.x;
+  const int64_t slot = slot_mapping[t];
+  if (slot < 0) return;  // uniform over the block: a skipped (padding) row
+  const int width = latent + rope;
+  const bf16* row = kv_a + t * width;
+  bf16* out = cache + slot * width;
+  // rms_norm's arithmetic: the f32 sum of squares over the latent, then w * (x * inv_rms) rounded.
+  float sum_squares = 0.0f;
+  for (int i = threadIdx.x; i < latent; i += kLatentThreads) {
+    const float v = __bfloat162float(row[i]);
+    sum_squares += v * v;
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) sum_squares += __shfl_xor_sync(0xffffffffu, sum_squares, offset);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum_squares;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kLatentThreads / 32; ++w) total += warp_sums[w];
+  const float inv_rms = 1.0f / sqrtf(total / static_cast<float>(latent) + eps);
+  for (int i = threadIdx.x; i < latent; i += kLatentThreads)
+    out[i] = __float2bfloat16(weight[i] * (__bfloat162float(row[i]) * inv_rms));
+  // rope_kernel's arithmetic on the rope part, one pair a thread.
+  const int half = rope / 2;
+  const int64_t table_row = static_cast<int64_t>(positions[t]) * half;
+  for (int i = threadIdx.x; i < half; i += kLatentThreads) {
+    const int a = latent + (interleaved ? 2 * i : i);
+    const int b = latent + (interleaved ? 2 * i + 1 : i + half);
+    const float x0 = __bfloat162float(row[a]), x1 = __bfloat162float(row[b]);
+    const float c = cos_table[table_row + i], s = sin_table[table_row + i];
+    out[a] = __float2bfloat16(x0 * c - x1 * s);
+    out[b] = __float2bfloat16(x1 * c + x0 * s);
+  }
+}
+
+// One warp per token, 16-byte units (see the top); kLatentUnits latent units per lane (latent <=
+// 256 kLatentUnits), rope units on lanes 0 .. rope / 8 - 1, interleaved pairs. write_latent_cache_kernel's
+// arithmetic; the sum of squares in another order (a warp's lanes, then a tree).
+constexpr int kLatentWarps = 4;  // tokens per block
+
+template <int kLatentUnits>
+__global__ void __launch_bounds__(kLatentWarps * 32)
+    write_latent_cache_warp_kernel(const bf16* __restrict__ kv_a, int64_t tokens, int latent, int rope,
+                                   const float* __restrict__ weight, float eps, const int32_t* __restrict__ positions,
+                                   const float* __restrict__ cos_table, const float* __restrict__ sin_table,
+                                   const int64_t* __restrict__ slot_mapping, bf16* __restrict__ cache) {
+  allow_dependent_launch();
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kLatentWarps + threadIdx.x / 32;
+  if (t >= tokens) return;  // the whole warp
+  const int width = latent + rope, latent_units = latent / kChunk, rope_units = rope / kChunk;
+  const uint4* row = reinterpret_cast<const uint4*>(kv_a + t * width);
+
+  // Every load at once: the slot (it decides only the stores, so the row does not wait for it), the
+  // row's units, the norm weights (no round trip after the reduction), the rope unit and the
+  // position; cos and sin follow the position.
+  const int64_t slot = slot_mapping[t];
+  uint4 raw[kLatentUnits], raw_rope = make_uint4(0u, 0u, 0u, 0u);
+  float w[kLatentUnits][kChunk];
+#pragma unroll
+  for (int j = 0; j < kLatentUnits; ++j) {
+    const int u = lane + 32 * j;
+    if (u < latent_units) {
+      raw[j] = row[u];
+      load_f32x8(weight + u * kChunk, w[j]);
+    }
+  }
+  const bool has_rope = lane < rope_units;
+  int position = 0;
+  if (has_rope) {
+    raw_rope = row[latent_units + lane];
+    position = positions[t];
+  }
+  if (slot < 0) return;  // the whole warp: a skipped (padding) row
+  float4 c = make_float4(0.0f, 0.0f, 0.0f, 0.0f), s = c;
+  if (has_rope) {
+    const int64_t table = static_cast<int64_t>(position) * (rope / 2) + 4 * lane;
+    c = *reinterpret_cast<const float4*>(cos_table + table);
+    s = *reinterpret_cast<const float4*>(sin_table + table);
+  }
+  uint4* out = reinterpret_cast<uint4*>(cache + slot * width);
+
+  // rms_norm's arithmetic: the f32 sum of squares over the latent, then w * (x * inv_rms) rounded.
+  float held[kLatentUnits][kChunk];
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kLatentUnits; ++j) {
+    if (lane + 32 * j < latent_units) {
+      unpack_bf16_words(raw[j], held[j]);
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) sum_squares += held[j][e] * held[j][e];
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) sum_squares += __shfl_xor_sync(0xffffffffu, sum_squares, offset);
+  const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(latent) + eps);
+#pragma unroll
+  for (int j = 0; j < kLatentUnits; ++j) {
+    const int u = lane + 32 * j;
+    if (u < latent_units) {
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) held[j][e] = w[j][e] * (held[j][e] * inv_rms);
+      out[u] = pack_bf16_words(held[j]);
+    }
+  }
+  // rope_kernel's arithmetic on the rope part: this lane's 4 interleaved pairs.
+  if (has_rope) {
+    float v[kChunk];
+    unpack_bf16_words(raw_rope, v);
+    rotate_unit(v, c, s);
+    out[latent_units + lane] = pack_bf16_words(v);
   }
 }
 
@@ -301,6 +446,39 @@ void write_cache_split(const __nv_bfloat16* latent, int64_t latent_row_stride, i
   if (tokens == 0 || latent_width + rope_width == 0) return;
   write_cache_rows(latent, latent_row_stride, latent_width, k_rope, k_rope_row_stride, rope_width, slot_mapping,
                    cache, tokens, stream);
+}
+
+void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t latent, int64_t rope,
+                        const float* norm_weight, float eps, const int32_t* positions, const float* cos_table,
+                        const float* sin_table, bool interleaved, const int64_t* slot_mapping, __nv_bfloat16* cache,
+                        cudaStream_t stream) {
+  DSINFER_CHECK(tokens >= 0 && tokens <= INT32_MAX && latent >= 1 && rope >= 0 && rope % 2 == 0 &&
+                    latent + rope <= INT32_MAX,
+                "write_latent_cache: ", tokens, " rows of latent ", latent, " and rope ", rope);
+  if (tokens == 0) return;
+  const int64_t latent_units = latent / kChunk;
+  if (interleaved && latent % kChunk == 0 && rope % kChunk == 0 && latent_units <= 4 * 32 && rope / kChunk <= 32 &&
+      aligned16(kv_a) && aligned16(cache) && aligned16(norm_weight) && aligned16(cos_table) && aligned16(sin_table)) {
+    const auto blocks = static_cast<unsigned>((tokens + kLatentWarps - 1) / kLatentWarps);
+    const auto launch = [&](auto kernel) {
+      kernel<<<blocks, kLatentWarps * 32, 0, stream>>>(kv_a, tokens, static_cast<int>(latent), static_cast<int>(rope),
+                                                       norm_weight, eps, positions, cos_table, sin_table, slot_mapping,
+                                                       cache);
+    };
+    if (latent_units <= 32) {
+      launch(write_latent_cache_warp_kernel<1>);
+    } else if (latent_units <= 64) {
+      launch(write_latent_cache_warp_kernel<2>);
+    } else {
+      launch(write_latent_cache_warp_kernel<4>);
+    }
+    DSINFER_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  write_latent_cache_kernel<<<static_cast<unsigned>(tokens), kLatentThreads, 0, stream>>>(
+      kv_a, static_cast<int>(latent), static_cast<int>(rope), norm_weight, eps, positions, cos_table, sin_table,
+      interleaved, slot_mapping, cache);
+  DSINFER_CUDA_CHECK_LAUNCH();
 }
 
 void gather_cache(const __nv_bfloat16* cache, const int32_t* page_table_start, const int32_t* page_ids,

@@ -1,5 +1,4 @@
-// Rotary embedding in place, and the paged latent cache's writes and gathers (MLA), on the GPU
-// (rope_cache.cu; the fused latent write, norm + rope + scatter, latent_write.cu).
+// Rotary embedding in place, and the paged latent cache's writes and gathers (MLA), on the GPU.
 // bf16 activations and cache, float32 rotary tables and math. Launchers queue one kernel on
 // `stream` and return: no allocation, no synchronisation. Sizes and strides in elements; an empty
 // problem launches nothing. Device-side indices (positions, slots, page ids) are trusted: the
@@ -42,37 +41,19 @@ void write_cache_split(const __nv_bfloat16* latent, int64_t latent_row_stride, i
                        const __nv_bfloat16* k_rope, int64_t k_rope_row_stride, int64_t rope_width,
                        const int64_t* slot_mapping, __nv_bfloat16* cache, int64_t tokens, cudaStream_t stream);
 
-// The fused latent write's kernels: each has write_latent_cache's contract and, where it takes the
-// shape, kWarpPerToken's bits (latent_write.cu says how each works and why). kAuto is the one the
-// backend runs: kWarpPerToken until kernels_bench has measured the others on an H200. A kernel that
-// does not take a shape (see latent_write.cu) runs kWarpPerToken's launch instead.
-enum class LatentWriteVariant : uint8_t { kAuto, kWarpPerToken, kLeanWarpPerToken, kEightLanesPerToken, kBulkRows };
-
-// The candidates in the order kernels_bench and the GPU tests number them (JSON keys ..._v<i>_...):
-// v0 is the kernel the backend has run since f029c8e.
-inline constexpr LatentWriteVariant kLatentWriteCandidates[] = {
-    LatentWriteVariant::kWarpPerToken, LatentWriteVariant::kLeanWarpPerToken,
-    LatentWriteVariant::kEightLanesPerToken, LatentWriteVariant::kBulkRows};
-
-// "warp per token", "lean warp per token", ... (for reports).
-const char* latent_write_variant_name(LatentWriteVariant variant);
-
 // MLA's cache row straight from the kv_a projection (Backend::write_latent_cache), one launch:
 //   cache[slot_mapping[t], 0 : latent]            = rms_norm(kv_a[t, 0 : latent]) * norm_weight
 //   cache[slot_mapping[t], latent : latent + rope] = rope(kv_a[t, latent : latent + rope], positions[t])
 // with rms_norm's and rope_inplace's arithmetic (the same roundings). kv_a [tokens, latent + rope] bf16
-// with rows kv_a_row_stride apart (>= latent + rope: kv_a may be a column slice of a wider projection
-// output); cache [num_slots, latent + rope] bf16 contiguous; norm_weight [latent] f32; cos/sin tables
-// [max_positions, rope / 2] f32; slot_mapping as write_cache's (negative: skip the row). The fast
-// kernels take V3's shapes (interleaved, latent and rope multiples of 8, latent <= 1024, the row
-// stride a multiple of 8, aligned pointers); otherwise one 128-thread block per token, element by
-// element. Bytes: 2 (latent + rope) read and written per token, nothing more: the latency of one
-// launch instead of six.
-void write_latent_cache(const __nv_bfloat16* kv_a, int64_t kv_a_row_stride, int64_t tokens, int64_t latent,
-                        int64_t rope, const float* norm_weight, float eps, const int32_t* positions,
-                        const float* cos_table, const float* sin_table, bool interleaved,
-                        const int64_t* slot_mapping, __nv_bfloat16* cache, cudaStream_t stream,
-                        LatentWriteVariant variant = LatentWriteVariant::kAuto);
+// contiguous; norm_weight [latent] f32; cos/sin tables [max_positions, rope / 2] f32; slot_mapping as
+// write_cache's (negative: skip the row). Launch: one warp per token with 16-byte accesses (V3's
+// shapes: interleaved, latent and rope multiples of 8, latent <= 1024, aligned pointers), else one
+// 128-thread block per token. Bytes: 2 (latent + rope) read and written per token, nothing more: the
+// latency of one launch instead of six.
+void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t latent, int64_t rope,
+                        const float* norm_weight, float eps, const int32_t* positions, const float* cos_table,
+                        const float* sin_table, bool interleaved, const int64_t* slot_mapping, __nv_bfloat16* cache,
+                        cudaStream_t stream);
 
 // Every sequence's cached rows in order: out[out_row_start[b] + j, :] = cache[slot(b, j), :] for
 // j < context_lens[b], slot(b, j) = page_ids[page_table_start[b] + j / page_size] * page_size +
