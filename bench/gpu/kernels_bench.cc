@@ -320,7 +320,7 @@ void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h2
     g.groups = kExperts;
     const bool tiled = backend::cuda::fp8_tiled_preferred(group_rows, c.n, c.k, kExperts, sm_count);
     const backend::cuda::Fp8TiledConfig config =
-        backend::cuda::choose_fp8_tiled_config(group_rows, c.n, c.k, kExperts, sm_count);
+        backend::cuda::choose_fp8_tiled_config_for_counts(group_rows, c.n, c.k, kExperts, sm_count);
     const backend::cuda::Fp8WgmmaTiling tiling =
         backend::cuda::choose_fp8_wgmma_tiling(group_rows, c.n, c.k, kExperts, sm_count);
     Buffer workspace(backend::cuda::fp8_wgmma_workspace_bytes(tiling, group_rows, c.n, kExperts));

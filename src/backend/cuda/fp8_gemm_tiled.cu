@@ -115,6 +115,11 @@ Fp8TiledConfig choose_fp8_tiled_config(int64_t max_m, int64_t n, int64_t k, int6
   return best;
 }
 
+Fp8TiledConfig choose_fp8_tiled_config_for_counts(int64_t group_rows, int64_t n, int64_t k, int64_t groups,
+                                                  int sm_count) {
+  return Fp8TiledConfig{64, 128, 0, 0};
+}
+
 bool fp8_tiled_preferred(int64_t max_m, int64_t n, int64_t k, int64_t groups, int sm_count) {
   if (max_m <= 32) return false;
   // With fewer tiles than half the SMs even at 64 x 64, the swap-AB kernel's split-K streams the

@@ -42,6 +42,13 @@ bool fp8_tiled_supported(const Fp8WgmmaGemm& g);
 // with sm_count SMs: the tile shape a cost model of the GPU says is fastest (fp8_gemm_tiled.cu).
 Fp8TiledConfig choose_fp8_tiled_config(int64_t max_m, int64_t n, int64_t k, int64_t groups, int sm_count);
 
+// The configuration for groups with per-group row counts (the masked MoE layout), whose counts are
+// on the device: only the tiles with rows are walked, so short tiles waste least. Measured on an
+// H200 (kernels_bench's masked cases, 32 groups, expected rows 20 and 192 of (4096, 7168) and (7168,
+// 2048)): 64 x 128 was fastest in all four, e.g. 546 us against 566 (128 x 128) and 619 (256 x 128)
+// at 192 rows of (4096, 7168).
+Fp8TiledConfig choose_fp8_tiled_config_for_counts(int64_t group_rows, int64_t n, int64_t k, int64_t groups, int sm_count);
+
 // Whether this kernel, rather than fp8_gemm_wgmma.h's swap-AB one, should take the product: more than
 // 32 rows, and enough tiles to occupy half the SMs (otherwise swap-AB's split-K streams the weights
 // faster).
