@@ -23,6 +23,7 @@ constexpr const char* kUsage =
     "  eval       held-out accuracy on checkable tasks (dsinfer eval --help)\n"
     "  bench      benchmark a server: dsinfer bench serve (dsinfer bench serve --help)\n"
     "  quantize   write a W4A8 (int4 routed experts) copy of a checkpoint (dsinfer quantize --help)\n"
+    "  router     route requests to prefill and decode instances (dsinfer router --help)\n"
     "\n"
     "dsinfer --version prints the version and the commit this binary was built from.\n";
 
@@ -38,6 +39,7 @@ constexpr Verb kVerbs[] = {
     {"eval", dsinfer::cli::run_eval},
     {"bench", dsinfer::cli::run_bench},
     {"quantize", dsinfer::cli::run_quantize},
+    {"router", dsinfer::cli::run_router},
 };
 
 }  // namespace

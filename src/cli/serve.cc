@@ -10,6 +10,7 @@
 
 #include "cli/disaggregation_flags.h"
 #include "cli/flags.h"
+#include "cli/http_flags.h"
 #include "cli/model_files.h"
 #include "cli/serve_flags.h"
 #include "cli/version.h"
@@ -78,22 +79,6 @@ void shut_down_gracefully(server::OpenAIServer& server, std::chrono::seconds tim
     }
   }
   drained.get();
-}
-
-// The transport's address, limits and timeouts (their ranges are serve_flags', checked while parsing).
-server::HttpServerOptions http_options(const Flags& flags) {
-  server::HttpServerOptions http;
-  http.host = flags.get_string("host");
-  http.port = static_cast<uint16_t>(flags.get_int("port"));
-  http.max_body_bytes = static_cast<size_t>(flags.get_int("max-body-mb")) << 20;
-  http.max_connections = static_cast<size_t>(flags.get_int("max-connections"));
-  http.max_queued_bytes = static_cast<size_t>(flags.get_int("max-queued-mb")) << 20;
-  auto timeout = [&](const char* name) { return std::chrono::milliseconds(flags.get_int(name) * 1000); };
-  http.header_timeout = timeout("header-timeout");
-  http.body_timeout = timeout("body-timeout");
-  http.send_timeout = timeout("send-timeout");
-  http.idle_timeout = timeout("keep-alive-timeout");
-  return http;
 }
 
 }  // namespace

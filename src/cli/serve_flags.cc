@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "cli/disaggregation_flags.h"
+#include "cli/http_flags.h"
 #include "cli/model_files.h"
 #include "cli/parallel_flags.h"
 #include "cli/speculative_flags.h"
@@ -21,8 +22,7 @@ Flags serve_flags() {
   flags.set_positional("model");           // vLLM: `vllm serve DIR`
   flags.add_string("device", "DEVICE", "where to run: cpu, cuda or cuda:N", false, "cpu");
   add_model_flags(flags);
-  flags.add_string("host", "ADDR", "address to listen on", false, "127.0.0.1");
-  flags.add_int("port", "port to listen on (0: any free port)", 8000);
+  add_address_flags(flags, 8000);
   flags.add_string("served-model-name", "NAME", "the model's name in the API (default: the --model path)");
   flags.add_string("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 routes (else $DSINFER_API_KEY, else "
                    "$VLLM_API_KEY: DSINFER_API_KEY wins when both are set)");
@@ -50,13 +50,7 @@ Flags serve_flags() {
   flags.add_string("allowed-origins", "ORIGINS", "CORS: origins whose browser pages may call the API, as a JSON list "
                    "(vLLM's form, '[\"https://a.example\"]') or comma-separated; * for any, '' for no CORS headers",
                    false, "*");
-  flags.add_int("max-body-mb", "request body limit in MiB (413 above)", 32);
-  flags.add_int("max-connections", "open connections at most (503 above)", 8192);
-  flags.add_int("header-timeout", "seconds a client may pause while sending a request head (408 after; 0: none)", 60);
-  flags.add_int("body-timeout", "seconds a client may pause while sending a request body (408 after; 0: none)", 60);
-  flags.add_int("send-timeout", "seconds an answer may make no progress before the client is dropped (0: none)", 60);
-  flags.add_int("keep-alive-timeout", "seconds an idle keep-alive connection is kept (0: forever)", 300);
-  flags.add_int("max-queued-mb", "MiB of unsent stream a client may leave queued before it is dropped", 16);
+  add_http_limit_flags(flags);
   flags.add_int("request-threads", "threads that parse, render and tokenize requests beside the event loop", 4);
   flags.add_bool("disable-log-requests", "do not log a line per finished request (its id, prompt and output tokens, "
                  "time to first token, total time and finish reason)");
@@ -76,18 +70,12 @@ Flags serve_flags() {
   // Ranges, refused while parsing (CLI11's message names the flag). serve.cc checks what needs more
   // than a range (a positive --kv-cache-gb, --max-model-len against the model).
   constexpr double kNoMax = std::numeric_limits<double>::infinity();
-  flags.set_range("port", 0, 65535);
   flags.set_range("max-num-seqs", 1, kNoMax);
   flags.set_range("max-num-batched-tokens", 1, kNoMax);
   flags.set_range("max-model-len", 0, kNoMax);
   flags.set_range("num-kv-pages", 0, 2147483647);  // page ids are int32
   flags.set_range("gpu-memory-utilization", 0, 1);
-  flags.set_range("max-body-mb", 1, 4096);
-  flags.set_range("max-connections", 1, kNoMax);
-  for (const char* seconds :
-       {"header-timeout", "body-timeout", "send-timeout", "keep-alive-timeout", "shutdown-timeout"})
-    flags.set_range(seconds, 0, 86400);
-  flags.set_range("max-queued-mb", 1, 4096);
+  flags.set_range("shutdown-timeout", 0, 86400);
   flags.set_range("request-threads", 1, 256);
   flags.set_range("threads", 0, 4096);
   return flags;

@@ -10,5 +10,6 @@ int run_serve(int argc, char** argv);
 int run_eval(int argc, char** argv);
 int run_bench(int argc, char** argv);  // dsinfer bench serve
 int run_quantize(int argc, char** argv);
+int run_router(int argc, char** argv);  // dsinfer router: the prefill/decode coordinator
 
 }  // namespace dsinfer::cli

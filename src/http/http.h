@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -116,13 +117,34 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// A client for tests and the load generator: many concurrent requests, streamed or not, on one
-// event loop thread. Callbacks run on that thread.
+// A client for tests, the load generator and the router: many concurrent requests, streamed or
+// not, on one event loop thread. Callbacks run on that thread.
 struct HttpClientResponse {
   int status = 0;
   Headers headers;
   std::string body;   // whole body when not streamed (callbacks below receive it in pieces otherwise)
   std::string error;  // transport error ("connection refused", "timeout"), empty on success
+};
+
+// Ends a call from any thread: its connection closes at once, so the server sees its client leave
+// (a worker aborts the request), and on_done runs with the error "cancelled", unless the call had
+// finished already. Give each call its own (HttpCall::cancel); cancelling before the call has
+// started ends it as soon as it does. Safe to call at any time, also after the client is gone.
+class HttpCancel {
+ public:
+  void cancel();
+  bool cancelled() const;
+
+  // The client's side: `hook` ends the call; it runs under this object's lock (so it must only
+  // post onto the client's loop), at once when cancel() came first. disarm() drops it when the call
+  // has finished, so that a late cancel() touches nothing.
+  void arm(std::function<void()> hook);
+  void disarm();
+
+ private:
+  mutable std::mutex mutex_;
+  bool cancelled_ = false;
+  std::function<void()> hook_;
 };
 
 struct HttpCall {
@@ -136,7 +158,11 @@ struct HttpCall {
   // Streamed delivery: each piece of the body as it arrives (after de-chunking). When unset, the
   // whole body is collected into HttpClientResponse::body.
   std::function<void(std::string_view)> on_data;
+  // The status and headers, once the response head has arrived and before any of the body (a
+  // proxy answers its own client from them). Not called when no head arrived.
+  std::function<void(const HttpClientResponse&)> on_head;
   std::function<void(const HttpClientResponse&)> on_done;  // status/headers/error (and body)
+  std::shared_ptr<HttpCancel> cancel;  // unset: the call cannot be cancelled
 };
 
 class HttpClient {

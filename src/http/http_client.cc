@@ -1,9 +1,9 @@
 // HttpClient: HTTP/1.1 calls on one event loop thread, one connection per call.
 //
-// A call resolves (unless the host is an address), connects, writes the request, reads the head,
-// then reads the body a piece at a time through Beast's buffer_body, so each SSE chunk reaches
-// on_data as soon as it arrives. Thousands of calls in flight cost a socket, a timer and a few KiB
-// each, and no threads.
+// A call resolves (unless the host is an address), connects, writes the request, reads the head
+// (on_head), then reads the body a piece at a time through Beast's buffer_body, so each SSE chunk
+// reaches on_data as soon as it arrives. An HttpCancel ends it from any thread (http_cancel.cc).
+// Thousands of calls in flight cost a socket, a timer and a few KiB each, and no threads.
 #include <array>
 #include <future>
 #include <limits>
@@ -41,10 +41,13 @@ constexpr size_t kPieceBytes = 4096;
 class Call : public std::enable_shared_from_this<Call> {
  public:
   Call(net::io_context& loop, HttpCall call, std::unordered_set<Call*>& live)
-      : call_(std::move(call)), resolver_(loop), socket_(loop), deadline_(loop), live_(live) {
+      : call_(std::move(call)), loop_(loop), resolver_(loop), socket_(loop), deadline_(loop), live_(live) {
     live_.insert(this);
   }
-  ~Call() { live_.erase(this); }
+  ~Call() {
+    if (call_.cancel) call_.cancel->disarm();
+    live_.erase(this);
+  }
 
   void start();
   void cancel() { finish("cancelled"); }
@@ -61,6 +64,7 @@ class Call : public std::enable_shared_from_this<Call> {
   std::string describe_read_error(const error_code& ec) const;
 
   HttpCall call_;
+  net::io_context& loop_;
   tcp::resolver resolver_;
   tcp::socket socket_;
   net::steady_timer deadline_;
@@ -83,6 +87,14 @@ void Call::start() {
   deadline_.async_wait([self = shared_from_this()](error_code ec) {
     if (!ec) self->finish(str_cat("timeout after ", self->call_.timeout_seconds, " s"));
   });
+  if (call_.cancel) {
+    // Posted, not run here: cancel() may come from any thread, and the call lives on the loop.
+    call_.cancel->arm([weak = weak_from_this(), &loop = loop_] {
+      net::post(loop, [weak] {
+        if (auto self = weak.lock()) self->cancel();
+      });
+    });
+  }
   connect();
 }
 
@@ -140,6 +152,7 @@ void Call::on_header(error_code ec) {
   for (const auto& field : head) {
     response_.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   }
+  if (call_.on_head) call_.on_head(response_);
   if (parser_.is_done()) return finish("");
   read_body();
 }
@@ -180,6 +193,7 @@ std::string Call::describe_read_error(const error_code& ec) const {
 void Call::finish(std::string error) {
   if (done_) return;
   done_ = true;
+  if (call_.cancel) call_.cancel->disarm();
   response_.error = std::move(error);
   error_code ignored;
   deadline_.cancel();
