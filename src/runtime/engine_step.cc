@@ -184,7 +184,15 @@ PreparedStep Engine::Impl::prepare() {
         !penalties && !s->matcher && (s->stop_ids.empty() || s->output_length() + 1 >= s->options.min_tokens);
     verify.room = draftable ? s->max_length - static_cast<int64_t>(s->tokens.size()) : 0;
   }
-  prepared.batch = builder.build();
+  std::vector<int32_t> row_order;
+  prepared.batch = builder.build(model::AttentionMode::kAuto, speculative ? &row_order : nullptr);
+  if (speculative) {
+    // A short piece moved ahead of the prompts takes its rows' following tokens with it.
+    std::vector<int32_t>& follow = prepared.speculative->follow;
+    std::vector<int32_t> in_batch_order(follow.size());
+    for (size_t row = 0; row < follow.size(); ++row) in_batch_order[row_order[row]] = follow[row];
+    follow = std::move(in_batch_order);
+  }
   prepared.work = std::move(reserved.work);
   return prepared;
 }
