@@ -1,6 +1,6 @@
 // Prefill/decode disaggregation's faults (pd_pair_testing.h): a destination that never comes, a note
-// that never comes, an announce that fails, a decode peer that stalls mid-push, a prefill agent
-// destroyed mid-push, aborts on either side mid-handoff. Each fails or aborts the requests it
+// that never comes, an announce that fails, a decode peer that stalls or closes mid-push, a prefill
+// agent destroyed mid-push, aborts on either side mid-handoff. Each fails or aborts the requests it
 // touches with a clear error, gives every page back on both engines (a decode side keeps the pages
 // a prefill side may still write until no write can land), and leaves both engines serving.
 #include <gtest/gtest.h>
@@ -112,6 +112,23 @@ TEST_F(DisaggregationFaultTest, PrefillAgentDestroyedMidPushLeavesTheDecodeSideT
   expect_failed(*handed.decode, "no KV for room 'orphan'");
   pair.decode_agent->stalled = false;
   expect_recovered(pair);
+}
+
+TEST_F(DisaggregationFaultTest, DecodeAgentDestroyedMidPushFailsThePush) {
+  PairOptions options = short_timeouts();
+  options.transfer_timeout = 10s;  // the closed peer, not the timeout, must end the transfer
+  PdPair pair(*models_, options);
+  pair.decode_agent->stalled = true;
+  Handed handed = pair.submit(prompt_of(180, 11), greedy(5), "closed");
+  ASSERT_TRUE(handed.prefill->wait_for_tokens(1));
+  std::this_thread::sleep_for(50ms);
+  const auto start = std::chrono::steady_clock::now();
+  pair.destroy_decode();
+  ASSERT_TRUE(handed.decode->wait());
+  EXPECT_EQ(handed.decode->reason, FinishReason::kAbort);
+  expect_failed(*handed.prefill, "the KV push of room 'closed' failed");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the transfer timeout ended it, not the closed peer";
+  expect_every_page_back(pair.prefill());
 }
 
 TEST_F(DisaggregationFaultTest, PrefillAbortWhileWaitingForItsDestination) {

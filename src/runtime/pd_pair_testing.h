@@ -188,6 +188,9 @@ class PdPair {
     if (restart) start_prefill();
   }
 
+  // The decode engine destroyed (its agent with it): its peers' transfers fail.
+  void destroy_decode() { decode_.reset(); }
+
   // One request to both sides, the decode side first (as a router may).
   Handed submit(const std::vector<int32_t>& prompt, RequestOptions options, const std::string& room) {
     Handed handed;
