@@ -87,14 +87,15 @@ bool takes_absorbed(const ForwardBatch& batch, int b) {
   return batch.attention.query_start[b + 1] - batch.attention.query_start[b] <= kMaxAbsorbedQueryLen;
 }
 
-// The same batch with its sequences in `order`; logit_rows keep their order and follow their rows.
-ForwardBatch reordered(const ForwardBatch& from, const std::vector<int>& order) {
+// The same batch with its sequences in `order`; logit_rows keep their order and follow their rows;
+// new_row[r]: where row r went.
+ForwardBatch reordered(const ForwardBatch& from, const std::vector<int>& order, std::vector<int32_t>& new_row) {
   const backend::AttentionBatch& a = from.attention;
   ForwardBatch out;
   out.mode = from.mode;
   out.attention.page_size = a.page_size;
   out.attention.query_start.push_back(0);
-  std::vector<int32_t> new_row(from.token_ids.size());
+  new_row.resize(from.token_ids.size());
   for (int b : order) {
     for (int32_t row = a.query_start[b]; row < a.query_start[b + 1]; ++row) {
       new_row[row] = static_cast<int32_t>(out.token_ids.size());
@@ -116,7 +117,7 @@ ForwardBatch reordered(const ForwardBatch& from, const std::vector<int>& order) 
 
 }  // namespace
 
-ForwardBatch BatchBuilder::build(AttentionMode mode) {
+ForwardBatch BatchBuilder::build(AttentionMode mode, std::vector<int32_t>* row_order) {
   batch_.mode = mode;
   ForwardBatch out = std::move(batch_);
   batch_ = ForwardBatch();
@@ -129,9 +130,15 @@ ForwardBatch BatchBuilder::build(AttentionMode mode) {
   std::vector<int> absorbed, expanded;
   for (int b = 0; b < sequences; ++b) (takes_absorbed(out, b) ? absorbed : expanded).push_back(b);
   bool in_order = expanded.empty() || absorbed.empty() || absorbed.back() < expanded.front();
+  std::vector<int32_t> moved;
   if (!in_order) {
     absorbed.insert(absorbed.end(), expanded.begin(), expanded.end());
-    out = reordered(out, absorbed);
+    out = reordered(out, absorbed, moved);
+  }
+  if (row_order) {
+    row_order->resize(out.token_ids.size());
+    for (size_t row = 0; row < row_order->size(); ++row)
+      (*row_order)[row] = in_order ? static_cast<int32_t>(row) : moved[row];
   }
   out.absorbed_sequences = static_cast<int32_t>(sequences - expanded.size());
   out.absorbed_tokens = out.attention.query_start[out.absorbed_sequences];

@@ -29,7 +29,10 @@ class BatchBuilder {
   // targets[i] with the top_n most likely tokens (ForwardBatch::scored_rows; they follow their rows
   // when build() moves the sequence).
   void score(int32_t first, std::span<const int32_t> targets, int32_t top_n);
-  ForwardBatch build(AttentionMode mode = AttentionMode::kAuto);
+  // row_order, when given, gets each added row's row in the batch, rows in the order add() took them:
+  // build() moves short pieces ahead of the prompts (below), and what a caller keeps per row must
+  // move with them.
+  ForwardBatch build(AttentionMode mode = AttentionMode::kAuto, std::vector<int32_t>* row_order = nullptr);
 
  private:
   ForwardBatch batch_;

@@ -156,7 +156,10 @@ void DeepseekModel::prepare(const ForwardBatch& batch, const Tensor* previous) c
 
 Tensor DeepseekModel::hidden_states(const ForwardBatch& batch, LatentCache& cache) const {
   Tensor residual = backend_.embedding(embed_.data, step_token_ids(backend_, batch));  // [T, hidden]
-  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->forward(residual, batch, cache.layer(i), rope_);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->forward(residual, batch, cache.layer(i), rope_);
+    if (batch.after_layer) batch.after_layer(static_cast<int64_t>(i));
+  }
   return backend_.rms_norm(residual, norm_, static_cast<float>(config_.rms_norm_eps));  // [T, hidden]
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -33,6 +34,10 @@ struct ForwardBatch {
   // Op by op even where a decode graph could replay the step: the ranks of a sharded step must all
   // take the path a graph holds, or none (runtime/sharded_executor.h).
   bool eager = false;
+  // Called with each decoder layer's index once the layer has run, on the thread that runs the step
+  // (the prefill side of disaggregation posts a layer's KV pages then: runtime/kv_handoff.h). On the
+  // CPU the layer's cache rows are written by then; on a GPU only queued.
+  std::function<void(int64_t layer)> after_layer;
 
   // The form of each sequence, as BatchBuilder lays the batch out: sequences [0, absorbed_sequences)
   // (token rows [0, absorbed_tokens)) attend absorbed, the rest expanded. When both kinds are present

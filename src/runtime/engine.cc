@@ -1,6 +1,6 @@
 // The engine loop. One thread owns every Sequence; callers reach it through a locked inbox.
 // This file: the engine's lifecycle, the inbox, the loop, finishing and failing requests; one step
-// is in engine_step.cc.
+// is in engine_step.cc, prefill/decode disaggregation's hooks in engine_handoff.cc.
 //
 // A step: plan (micro_batch.h) -> reserve pages (capacity.h) -> build the batch -> launch the model
 // and sampling (the device's part) -> collect the tokens -> the engine's stop decisions (stop
@@ -72,8 +72,30 @@ Engine::Impl::Impl(std::unique_ptr<StepExecutor> executor_in, const tokenizer::T
         }
         inbox_ready.notify_one();
       });
-  thread = std::thread([this] { loop(); });
+  // With disaggregation the transfer agent is made, driven and destroyed on the engine thread, the
+  // one thread that may drive it (KvTransfer); what its configuration refuses fails the constructor.
+  auto started = std::make_shared<std::promise<void>>();
+  std::future<void> ready = started->get_future();
+  thread = std::thread([this, started] {
+    try {
+      if (config.disaggregation.mode != DisaggregationMode::kNone) start_handoff();
+    } catch (...) {
+      started->set_exception(std::current_exception());
+      return;
+    }
+    started->set_value();
+    loop();
+    handoff.reset();
+  });
+  try {
+    ready.get();
+  } catch (...) {
+    thread.join();
+    output.reset();
+    throw;
+  }
 }
+
 
 Engine::Impl::~Impl() {
   {
@@ -106,6 +128,7 @@ RequestId Engine::Impl::submit(std::vector<int32_t> prompt, RequestOptions optio
     throw InvalidRequest(str_cat("prompt logprobs: -1 (none) or 0 to 20 top tokens, got ", options.prompt_logprobs),
                          RequestPart::kPromptLogprobs);
   check_logit_bias(options.logit_bias, vocab);
+  check_kv_handoff(options, config.disaggregation.mode);
 
   auto sequence = std::make_unique<EngineSequence>();
   sequence->prompt_length = length;
@@ -114,6 +137,14 @@ RequestId Engine::Impl::submit(std::vector<int32_t> prompt, RequestOptions optio
   sequence->reserve_ahead = std::max(config.speculative.num_tokens - 1, 0);
   int64_t cache_tokens = static_cast<int64_t>(pool.group_size()) * model::kPageSize - sequence->reserve_ahead;
   sequence->max_length = std::min({max_model_len, length + options.max_tokens, cache_tokens});
+  if (options.kv_handoff) {
+    // A sender ends with its first token, once pushed; its stop strings are the receiver's to apply.
+    // A receiver waits for pages and its prompt's KV outside the scheduler (kv_handoff.h).
+    const bool sends = options.kv_handoff->role == KvHandoff::Role::kSend;
+    if (sends) sequence->max_length = std::min(sequence->max_length, length + 1);
+    if (sends) options.stop.clear();
+    sequence->handing_off = !sends;
+  }
   sequence->tokens = std::move(prompt);
   for (int32_t token : sequence->tokens) {  // a reasoning section the prompt opens (R1's template does)
     if (token == think_start) sequence->thinking = true;
@@ -185,10 +216,17 @@ bool Engine::Impl::flush_prefix_cache_if_idle() {
 void Engine::Impl::loop() {
   std::unique_lock<std::mutex> lock(inbox_mutex);
   while (true) {
-    inbox_ready.wait(lock, [&] {
+    auto has_work = [&] {
       return stopping || !inbox.empty() || !abort_requests.empty() || !ended_requests.empty() ||
-             !flush_requests.empty() || !running.empty() || !waiting.empty() || in_flight.has_value();
-    });
+             !flush_requests.empty() || handoff_woken || in_flight.has_value() || has_schedulable();
+    };
+    // Transfers and rooms in flight are polled, not waited for (kv_handoff.h).
+    if (handoff && handoff->busy()) {
+      inbox_ready.wait_for(lock, std::chrono::microseconds(500), has_work);
+    } else {
+      inbox_ready.wait(lock, has_work);
+    }
+    handoff_woken = false;
     if (stopping) break;
     lock.unlock();
     try {
@@ -196,11 +234,15 @@ void Engine::Impl::loop() {
       take_inbox();
       bool progressed = healthy.load() && step();
       lock.lock();
-      if (!progressed && inbox.empty() && abort_requests.empty() && ended_requests.empty() && !waiting.empty()) {
+      // Handed-off sequences wait for the handoff, whose holds on pages may be what keeps the rest out.
+      auto stuck = [](const auto& s) { return !s->handing_off && s->state < RequestState::kFinished; };
+      if (!progressed && inbox.empty() && abort_requests.empty() && ended_requests.empty() &&
+          std::any_of(waiting.begin(), waiting.end(), stuck) && !(handoff && handoff->busy())) {
         // Nothing could be scheduled (should not happen with a sane configuration): fail what waits
         // rather than spinning.
         lock.unlock();
-        for (auto& sequence : waiting) fail(*sequence, "the request could not be scheduled");
+        for (auto& sequence : waiting)
+          if (stuck(sequence)) fail(*sequence, "the request could not be scheduled");
         drop_finished();
         flush_outputs();
         publish_stats();
@@ -247,6 +289,7 @@ void Engine::Impl::finish(EngineSequence& sequence, FinishReason reason, OutputE
   detail.closing = std::move(sequence.stream);
   detail.cached_tokens = sequence.cached_tokens;
   sequence.state = reason == FinishReason::kAbort ? RequestState::kAborted : RequestState::kFinished;
+  if (handoff && sequence.options.kv_handoff) handoff->request_ended(sequence.id);
   capacity.release(sequence);
   metrics.prompt_tokens += sequence.prompt_length;
   ++finished_counter(metrics, reason);
@@ -333,6 +376,8 @@ void Engine::Impl::publish_stats() {
   stats.preemptions = preemptions;
   stats.steps = steps;
   stats.graph_steps = executor->graph_steps();
+  stats.kv_pushes = handoff ? handoff->pushes() : 0;
+  stats.kv_layerwise_pushes = handoff ? handoff->layerwise_pushes() : 0;
   std::lock_guard<std::mutex> lock(stats_mutex);
   published = stats;
 }
@@ -378,6 +423,18 @@ void Engine::abort(RequestId id) {
     impl_->abort_requests.push_back(id);
   }
   impl_->inbox_ready.notify_one();
+}
+
+void Engine::add_kv_destination(KvDestination destination) {
+  DSINFER_CHECK(impl_->config.disaggregation.mode == DisaggregationMode::kPrefill,
+                "KV destination for room '", destination.room, "': this engine is not a prefill instance");
+  impl_->kv_destinations(std::move(destination));
+}
+
+KvEndpoint Engine::kv_endpoint() const {
+  DSINFER_CHECK(impl_->config.disaggregation.mode != DisaggregationMode::kNone,
+                "this engine does not disaggregate prefill and decode: it has no KV endpoint");
+  return impl_->kv_endpoint;
 }
 
 // Issue 12 (/flush_cache): answered by the engine thread at its next look at the inbox.

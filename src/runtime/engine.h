@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "model/deepseek_model.h"
+#include "runtime/disaggregation.h"
 #include "runtime/executor.h"
 #include "runtime/metrics.h"
 #include "runtime/request.h"
@@ -45,12 +46,18 @@ struct EngineConfig {
   bool overlap_schedule = true;
   // Speculative decoding with the model's MTP modules (speculative.h); off unless num_tokens > 0.
   SpeculativeConfig speculative;
+  // Prefill/decode disaggregation (disaggregation.h, kv_handoff.h); off unless mode is set. Needs the
+  // model on one rank.
+  DisaggregationConfig disaggregation;
 };
 
 // A request the engine refuses outright (the server answers 400 with `param`).
 // The part of a request the engine refuses, in the engine's own terms; the server names the field
 // of its API that carried it.
-enum class RequestPart : uint8_t { kPrompt, kTokenBudget, kLogprobs, kPromptLogprobs, kLogitBias, kConstraint };
+enum class RequestPart : uint8_t {
+  kPrompt, kTokenBudget, kLogprobs, kPromptLogprobs, kLogitBias, kConstraint,
+  kKvHandoff,  // RequestOptions::kv_handoff (SGLang's bootstrap_host/port/room)
+};
 
 class InvalidRequest : public Error {
  public:
@@ -79,6 +86,8 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t steps = 0;
   int64_t graph_steps = 0;      // of which a decode graph replayed (StepExecutor::graph_steps)
+  int64_t kv_pushes = 0;        // disaggregation, prefill side: prompts pushed to a decode instance
+  int64_t kv_layerwise_pushes = 0;  // of which layer by layer
 };
 
 class Engine {
@@ -95,12 +104,22 @@ class Engine {
 
   // Validates and queues a request. Throws InvalidRequest (prompt empty, too long for the context,
   // ids outside the vocabulary, bad options, a logit_bias token outside the vocabulary, a grammar
-  // compiled for another vocabulary), or EngineUnavailable once the engine has failed.
+  // compiled for another vocabulary, a kv_handoff this engine's mode does not take), or
+  // EngineUnavailable once the engine has failed.
   // The sink receives StreamOutputs on the engine's output thread, in order.
   RequestId submit(std::vector<int32_t> prompt, RequestOptions options, StreamSink sink);
   // Ends a request early; its sink gets a last output with FinishReason::kAbort. Unknown or already
   // finished ids are ignored.
   void abort(RequestId id);
+
+  // Prefill/decode disaggregation (disaggregation.h). A prefill engine takes the destination of a
+  // room here (the server's bootstrap endpoint): thread-safe, returns at once. It may come before or
+  // after the room's request; one that no request takes expires after bootstrap_timeout. Throws
+  // dsinfer::Error on an engine of another mode.
+  void add_kv_destination(KvDestination destination);
+  // Where peers write into this engine's cache (its agent's address, its cache's description).
+  // Throws dsinfer::Error on an engine that does not disaggregate.
+  KvEndpoint kv_endpoint() const;
 
   // False once a FatalDeviceError (or an error in the engine's own bookkeeping) has failed every
   // request; it stays false. fatal_error() says why ("" while healthy).

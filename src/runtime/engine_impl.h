@@ -22,6 +22,7 @@
 #include "model/forward_batch.h"
 #include "runtime/capacity.h"
 #include "runtime/engine.h"
+#include "runtime/kv_handoff.h"
 #include "runtime/micro_batch.h"
 #include "runtime/output_processor.h"
 #include "runtime/sequence.h"
@@ -122,6 +123,23 @@ struct Engine::Impl {
   // prompt_logprobs: the chunk of `work` adds the rows it computes at prompt positions not yet scored.
   void add_scored_rows(const ScheduledWork& work, model::BatchBuilder& builder, PreparedStep& prepared);
 
+  // The sequence's next output token, already at tokens[index]: reasoning markers, the grammar, the
+  // penalties' history, latencies, its output event (with `logprob` when asked for), the engine's
+  // stop decision, and a sender's handoff after its first token. False when the sequence ended
+  // with it or was handed off. first_of_step: the first token a step gives it.
+  bool take_token(EngineSequence& s, int32_t token, int64_t index, bool first_of_step, TokenLogprob* logprob,
+                  Clock::time_point now);
+  void mark_scheduled(Sequence& s, Clock::time_point now);  // its first admission, for the metrics
+
+  // Prefill/decode disaggregation (engine_handoff.cc): what the handoff reports, and receivers
+  // admitted with pages for their prompts.
+  void start_handoff();
+  void drive_handoffs();
+  void admit_receivers();
+  void receive_first_token(EngineSequence& s, HandoffNote& note);
+  // Sequences the scheduler may plan (not handed off), for the loop's wait.
+  bool has_schedulable() const;
+
   // A new event for the sequence's stream in this step's outputs (valid until the next emit), and
   // the detail of the newest event.
   OutputEvent& emit(EngineSequence& sequence);
@@ -184,6 +202,14 @@ struct Engine::Impl {
   // Bitmask buffers of collected steps, reused by later steps (structured output): filling a
   // step's masks allocates nothing once the buffers have grown to the largest step's.
   std::vector<std::vector<int32_t>> spare_bitmasks;
+
+  // Prefill/decode disaggregation: the handoff driver (the engine thread's: it makes, drives and
+  // destroys it), whether its mailbox has news (guarded by inbox_mutex), and what callers reach of it
+  // (set before the constructor returns; the sink outlives the driver).
+  std::unique_ptr<KvHandoffDriver> handoff;
+  bool handoff_woken = false;
+  KvEndpoint kv_endpoint;
+  std::function<void(KvDestination)> kv_destinations;
 
   std::unique_ptr<OutputProcessor> output;
   std::thread thread;

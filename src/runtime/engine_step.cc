@@ -41,7 +41,9 @@ PreparedStep Engine::Impl::prepare() {
   candidates.clear();
   // Ended sequences wait for their launched steps to be collected; a sequence whose placeholder is
   // its last token has nothing left to run.
-  auto schedulable = [](const Sequence& s) { return s.state < RequestState::kFinished && !s.awaiting_last_token(); };
+  auto schedulable = [](const Sequence& s) {
+    return s.state < RequestState::kFinished && !s.awaiting_last_token() && !s.handing_off;
+  };
   for (auto& s : running)
     if (schedulable(*s)) all.push_back(s.get());
   for (auto& s : waiting)
@@ -67,11 +69,7 @@ PreparedStep Engine::Impl::prepare() {
     Sequence& s = *w.sequence;
     if (s.state != RequestState::kWaiting) continue;
     s.state = RequestState::kPrefilling;
-    if (!s.scheduled_once) {
-      s.scheduled_once = true;
-      s.first_scheduled = now;
-      metrics.queue_time.observe(seconds_between(s.arrival, now));
-    }
+    mark_scheduled(s, now);
     auto it = std::find_if(waiting.begin(), waiting.end(), [&](const auto& p) { return p.get() == &s; });
     running.push_back(std::move(*it));
     waiting.erase(it);
@@ -97,6 +95,7 @@ PreparedStep Engine::Impl::prepare() {
   const bool speculative = config.speculative.enabled();
   if (speculative) prepared.speculative.emplace();
   std::vector<int32_t> piece;
+  std::vector<RequestId> layerwise;  // senders whose pages go layer by layer during this step
   for (const ScheduledWork& w : reserved.work) {
     Sequence& s = *w.sequence;
     const auto known = static_cast<int64_t>(s.tokens.size());
@@ -114,6 +113,8 @@ PreparedStep Engine::Impl::prepare() {
     builder.add(input, static_cast<int32_t>(s.num_computed), s.pages,
                 !samples ? model::LogitRows::kNone : s.drafts.empty() ? model::LogitRows::kLast : model::LogitRows::kAll);
     if (samples) prepared.sampling.push_back(&engine_sequence(s));
+    if (samples && handoff && sends_kv(s) && s.output_length() == 0 && handoff->arm_layerwise(s))
+      layerwise.push_back(s.id);
     if (s.scoring_prompt()) add_scored_rows(w, builder, prepared);
     if (speculative) {
       // The token after each row, where the host knows it: the prompt's next token.
@@ -184,9 +185,31 @@ PreparedStep Engine::Impl::prepare() {
         !penalties && !s->matcher && (s->stop_ids.empty() || s->output_length() + 1 >= s->options.min_tokens);
     verify.room = draftable ? s->max_length - static_cast<int64_t>(s->tokens.size()) : 0;
   }
-  prepared.batch = builder.build();
+  std::vector<int32_t> row_order;
+  prepared.batch = builder.build(model::AttentionMode::kAuto, speculative ? &row_order : nullptr);
+  if (speculative) {
+    // A short piece moved ahead of the prompts takes its rows' following tokens with it.
+    std::vector<int32_t>& follow = prepared.speculative->follow;
+    std::vector<int32_t> in_batch_order(follow.size());
+    for (size_t row = 0; row < follow.size(); ++row) in_batch_order[row_order[row]] = follow[row];
+    follow = std::move(in_batch_order);
+  }
   prepared.work = std::move(reserved.work);
+  if (!layerwise.empty()) {
+    // Op by op, so that every layer reports itself (a graph would not).
+    prepared.batch.eager = true;
+    prepared.batch.after_layer = [driver = handoff.get(), senders = std::move(layerwise)](int64_t layer) {
+      driver->layer_written(senders, layer);
+    };
+  }
   return prepared;
+}
+
+void Engine::Impl::mark_scheduled(Sequence& s, Clock::time_point now) {
+  if (s.scheduled_once) return;
+  s.scheduled_once = true;
+  s.first_scheduled = now;
+  metrics.queue_time.observe(seconds_between(s.arrival, now));
 }
 
 // Rows at prompt positions [num_computed, num_computed + tokens) below the last prompt position
@@ -357,48 +380,67 @@ void Engine::Impl::complete(PreparedStep& prepared, SampledTokens& sampled) {
       } else {
         s.tokens.push_back(token);
       }
-      if (token == think_start) s.thinking = true;
-      if (token == think_end) s.thinking = false;
-      if (s.matcher && !s.matcher->accept(token)) {
-        fail(s, str_cat("structured output: the sampled token ", token, " is not allowed by the grammar (",
-                        s.options.constraint->grammar->description(), ")"));
-        break;
-      }
-      const int64_t produced = index + 1 - s.prompt_length;  // output tokens up to this one
-      // Every prompt row scored exactly once by now; anything else is a bug, which fails the request
-      // rather than showing the client shifted or missing rows.
-      if (produced == 1 && s.options.prompt_logprobs >= 0 &&
-          static_cast<int64_t>(s.prompt_logprobs.size()) != s.prompt_length - 1) {
-        fail(s, str_cat("prompt_logprobs: ", s.prompt_logprobs.size(), " rows were scored for a prompt of ",
-                        s.prompt_length, " tokens"));
-        break;
-      }
-      ++metrics.generation_tokens;
-      record_token(s.sampler, s.options.sampling, token);
-      if (s.state == RequestState::kPrefilling) s.state = RequestState::kDecoding;  // not if preempted since
-      if (produced == 1) {
-        s.ttft_seconds = seconds_between(s.arrival, now);
-        metrics.time_to_first_token.observe(s.ttft_seconds);
-      } else if (j == 0) {  // a step's tokens arrive together: one latency per step, as vLLM counts it
-        metrics.inter_token_latency.observe(seconds_between(s.last_token_time, now));
-      }
-      s.last_token_time = now;
-      OutputEvent& event = emit(s);
-      event.token = token;
-      if (s.options.logprobs >= 0) detail_of(event).logprob = std::move(sampled.logprobs[row]);
-      if (produced == 1) detail_of(event).cached_tokens = s.cached_tokens;
-      if (produced == 1 && s.options.prompt_logprobs >= 0)
-        detail_of(event).prompt_logprobs = std::move(s.prompt_logprobs);
-      bool at_limit = index + 1 >= s.max_length;
-      FinishReason reason = token_finish(s.stop_ids, s.options.min_tokens, token, produced, at_limit);
-      // A grammar that has ended (a stop token where it may end) ends the request, whatever else.
-      if (s.matcher && s.matcher->is_terminated()) reason = FinishReason::kStop;
-      if (reason != FinishReason::kNone) {
-        finish(s, reason, event, produced);
-        break;
-      }
+      TokenLogprob* logprob = s.options.logprobs >= 0 ? &sampled.logprobs[row] : nullptr;
+      if (!take_token(s, token, index, j == 0, logprob, now)) break;
     }
   }
+}
+
+bool Engine::Impl::take_token(EngineSequence& s, int32_t token, int64_t index, bool first_of_step,
+                              TokenLogprob* logprob, Clock::time_point now) {
+  if (token == think_start) s.thinking = true;
+  if (token == think_end) s.thinking = false;
+  if (s.matcher && !s.matcher->accept(token)) {
+    fail(s, str_cat("structured output: the sampled token ", token, " is not allowed by the grammar (",
+                    s.options.constraint->grammar->description(), ")"));
+    return false;
+  }
+  const int64_t produced = index + 1 - s.prompt_length;  // output tokens up to this one
+  // Every prompt row scored exactly once by now; anything else is a bug, which fails the request
+  // rather than showing the client shifted or missing rows.
+  if (produced == 1 && s.options.prompt_logprobs >= 0 &&
+      static_cast<int64_t>(s.prompt_logprobs.size()) != s.prompt_length - 1) {
+    fail(s, str_cat("prompt_logprobs: ", s.prompt_logprobs.size(), " rows were scored for a prompt of ",
+                    s.prompt_length, " tokens"));
+    return false;
+  }
+  ++metrics.generation_tokens;
+  record_token(s.sampler, s.options.sampling, token);
+  if (s.state == RequestState::kPrefilling) s.state = RequestState::kDecoding;  // not if preempted since
+  if (produced == 1) {
+    s.ttft_seconds = seconds_between(s.arrival, now);
+    metrics.time_to_first_token.observe(s.ttft_seconds);
+  } else if (first_of_step) {  // a step's tokens arrive together: one latency per step, as vLLM counts it
+    metrics.inter_token_latency.observe(seconds_between(s.last_token_time, now));
+  }
+  s.last_token_time = now;
+  // A sender's first token goes to the decode instance in its note, its logprob with it.
+  const bool hands_off = produced == 1 && handoff && sends_kv(s);
+  HandoffNote note;
+  if (hands_off) {
+    note.room = s.options.kv_handoff->room;
+    note.token = token;
+    if (logprob) note.logprob = *logprob;
+  }
+  OutputEvent& event = emit(s);
+  event.token = token;
+  if (logprob) detail_of(event).logprob = std::move(*logprob);
+  if (produced == 1) detail_of(event).cached_tokens = s.cached_tokens;
+  if (produced == 1 && s.options.prompt_logprobs >= 0) detail_of(event).prompt_logprobs = std::move(s.prompt_logprobs);
+  if (hands_off) {
+    s.handing_off = true;  // the handoff ends it once the push has landed (engine_handoff.cc)
+    handoff->begin_send(s, std::move(note));
+    return false;
+  }
+  bool at_limit = index + 1 >= s.max_length;
+  FinishReason reason = token_finish(s.stop_ids, s.options.min_tokens, token, produced, at_limit);
+  // A grammar that has ended (a stop token where it may end) ends the request, whatever else.
+  if (s.matcher && s.matcher->is_terminated()) reason = FinishReason::kStop;
+  if (reason != FinishReason::kNone) {
+    finish(s, reason, event, produced);
+    return false;
+  }
+  return true;
 }
 
 OutputEvent& Engine::Impl::emit(EngineSequence& sequence) {
@@ -418,6 +460,7 @@ OutputDetail& Engine::Impl::detail_of(OutputEvent& newest) {
 bool Engine::Impl::step() {
   const double start = thread_cpu_seconds();
   device_cpu_seconds = 0.0;
+  if (handoff) drive_handoffs();  // notes, landed pushes, timeouts; receivers admitted
   bool progressed = false;
   // Planning needs the step in flight's tokens when the executor does not overlap, or when a row's
   // penalties need its history.
@@ -441,6 +484,7 @@ bool Engine::Impl::step() {
     in_flight = std::move(prepared);
     if (!overlap) collect_in_flight();
   }
+  if (handoff) admit_receivers();  // into the pages this step gave back
   drop_finished();
   flush_outputs();
   if (tried) ++steps;  // model steps tried (a collect-only pass is not one)

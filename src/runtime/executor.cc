@@ -85,6 +85,11 @@ class ModelExecutor final : public StepExecutor {
     graphs_ = std::make_unique<model::DecodeGraphs>(model_, cache_, graph_options_);
   }
 
+  model::LatentCache* kv_cache() override { return &cache_; }
+  int64_t reported_layers() const override {
+    return model_.backend().device() == Device::kCpu ? model_.config().num_hidden_layers : 0;
+  }
+
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   int64_t max_model_len() const override { return model_.max_positions(); }
   int64_t num_pages() const override { return pages_; }

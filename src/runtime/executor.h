@@ -87,6 +87,15 @@ class StepExecutor {
   // have moved (EPLB's rebalancing). Nothing to do without graphs.
   virtual void recapture_graphs() {}
 
+  // Prefill/decode disaggregation (kv_handoff.h): the latent cache whose pages the pool's ids name,
+  // for the transfer agent to register; null where there is none to register (a stand-in model; a
+  // sharded model, whose every rank holds a cache of its own).
+  virtual model::LatentCache* kv_cache() { return nullptr; }
+  // How many cache layers ForwardBatch::after_layer reports, layer 0 first, each once the step's
+  // rows of it are written: the decoder layers on the CPU, where ops run as they are called; 0 where
+  // the call comes before the device has written them (a GPU).
+  virtual int64_t reported_layers() const { return 0; }
+
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_model_len() const = 0;
   virtual int64_t num_pages() const = 0;

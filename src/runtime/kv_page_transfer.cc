@@ -85,4 +85,10 @@ std::vector<uint64_t> post_pages(transfer::KvTransfer& agent, const CacheRegions
   return transfers;
 }
 
+uint64_t post_note(transfer::KvTransfer& agent, const CacheRegions& local, const RemoteCache& remote,
+                   const transfer::Blob& note) {
+  DSINFER_CHECK(!note.empty(), "KV pages: an empty note");
+  return agent.post(local.region(0), remote.region(0), {}, note);
+}
+
 }  // namespace dsinfer::runtime

@@ -59,4 +59,9 @@ std::vector<uint64_t> post_pages(transfer::KvTransfer& agent, const CacheRegions
                                  std::span<const int32_t> from, std::span<const int32_t> to, int64_t first_layer,
                                  int64_t last_layer, const transfer::Blob& note);
 
+// Posts `note` alone, one transfer with no writes: the peer receives it once every transfer posted
+// to it before has landed (a layer-wise send whose layers went without one). Returns the transfer.
+uint64_t post_note(transfer::KvTransfer& agent, const CacheRegions& local, const RemoteCache& remote,
+                   const transfer::Blob& note);
+
 }  // namespace dsinfer::runtime

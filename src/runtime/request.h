@@ -49,6 +49,17 @@ struct OutputConstraint {
   std::vector<int32_t> reasoning_end;
 };
 
+// Prefill/decode disaggregation (disaggregation.h): the request is one half of a pair the router
+// tagged with `room`. kSend, on a prefill engine: compute the prompt, sample the first token, push
+// the prompt's KV pages to the decode engine, end with that one token ("length"). kReceive, on a
+// decode engine: reserve the prompt's pages, announce them, take the prompt's KV and first token
+// from the note, then decode the rest.
+struct KvHandoff {
+  enum class Role : uint8_t { kSend, kReceive };
+  Role role = Role::kSend;
+  std::string room;
+};
+
 struct RequestOptions {
   SamplingOptions sampling;
   std::vector<LogitBias> logit_bias;   // distinct tokens inside the vocabulary (the engine checks)
@@ -65,6 +76,7 @@ struct RequestOptions {
   // for the rows it still has to score (cached rows are never computed), but publishes its pages.
   int prompt_logprobs = -1;
   bool skip_special_tokens = true;     // in the streamed text
+  std::optional<KvHandoff> kv_handoff;
 };
 
 struct TokenLogprob {

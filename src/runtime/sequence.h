@@ -39,6 +39,9 @@ struct Sequence {
   std::vector<int32_t> drafts;
   int64_t reserve_ahead = 0;
   bool thinking = false;  // inside a reasoning section after the known tokens (relaxed acceptance)
+  // Prefill/decode disaggregation (kv_handoff.h): a KV handoff has it (a receiver waiting for pages or
+  // for its prompt's KV, a sender pushing its prompt's pages), so the scheduler leaves it alone.
+  bool handing_off = false;
 
   SamplerState sampler;
   std::unique_ptr<StopChecker> stop;

@@ -216,6 +216,32 @@ TEST_F(SpeculativeEngineTest, AbortedRequestsReturnTheirPages) {
   expect_every_page_free(engine);
 }
 
+// A short piece (a prompt's last tokens after its prefix-cache hit) planned after longer prompts goes
+// ahead of them in the batch (BatchBuilder keeps the absorbed form's rows first): the tokens that
+// follow its rows, which the MTP module takes, must move with it. The long prompt's first chunk
+// keeps the engine busy while the others arrive, so the short piece joins a step behind prompts
+// whichever step takes it.
+TEST_F(SpeculativeEngineTest, AShortPieceMovedAheadOfAPromptKeepsItsFollowingTokens) {
+  auto synthetic = [](int length, int salt) {
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < length; ++i) prompt.push_back(16 + (i * 37 + salt * 101) % 6000);
+    return prompt;
+  };
+  const std::vector<int32_t> cached = synthetic(130, 1), fresh = synthetic(100, 2), longer = synthetic(300, 3);
+  EngineConfig with_drafts = config(2);
+  with_drafts.max_num_batched_tokens = 256;
+  EngineConfig without = with_drafts;
+  without.speculative.num_tokens = 0;
+  RequestOptions options = greedy(8);
+  options.sampling.temperature = 0.0f;
+  Engine engine(*model_, *tokenizer_, with_drafts);
+  run_all(engine, {cached}, options);  // its first two pages into the prefix cache: 2 tokens left
+  Engine plain(*model_, *tokenizer_, without);
+  EXPECT_EQ(run_all(engine, {longer, fresh, cached}, options), run_all(plain, {longer, fresh, cached}, options));
+  EXPECT_GE(engine.stats().prefix_hits, 128);
+  expect_every_page_free(engine);
+}
+
 // Relaxed acceptance takes more drafts inside <think> and none outside it; outputs stay answers.
 TEST_F(SpeculativeEngineTest, RelaxedAcceptanceTakesMoreDraftsWhileThinking) {
   const auto inputs = prompts(6);
