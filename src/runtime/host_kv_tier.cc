@@ -41,10 +41,12 @@ std::byte* HostKvTier::staging() {
   return staging_.get();
 }
 
+// A page's bytes in the store: layer 0's row block of the page, then layer 1's, ...
 void HostKvTier::copy_out(int32_t page, std::byte* host) {
   for (size_t layer = 0; layer < layer_page_bytes_.size(); ++layer) {
     const size_t bytes = layer_page_bytes_[layer];
-    backend_.queue_copy_to_host(host, cache_.layer(static_cast<int64_t>(layer)), page * bytes, bytes);
+    const size_t offset = static_cast<size_t>(page) * bytes;
+    backend_.queue_copy_to_host(host, cache_.layer(static_cast<int64_t>(layer)), offset, bytes);
     host += bytes;
   }
 }
@@ -52,7 +54,8 @@ void HostKvTier::copy_out(int32_t page, std::byte* host) {
 void HostKvTier::copy_in(const std::byte* host, int32_t page) {
   for (size_t layer = 0; layer < layer_page_bytes_.size(); ++layer) {
     const size_t bytes = layer_page_bytes_[layer];
-    backend_.queue_copy_from_host(cache_.layer(static_cast<int64_t>(layer)), page * bytes, host, bytes);
+    const size_t offset = static_cast<size_t>(page) * bytes;
+    backend_.queue_copy_from_host(cache_.layer(static_cast<int64_t>(layer)), offset, host, bytes);
     host += bytes;
   }
 }
