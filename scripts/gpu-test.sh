@@ -8,7 +8,8 @@
 #   2. the fixture models (bf16, FP8, V2-Lite-like) on the GPU against Hugging Face's logits, CUDA
 #      graph replay against eager execution, and overlapped steps against synchronous ones;
 #   3. the server end to end on the GPU (engine, sampling, streaming, failures, structured output
-#      and logit_bias) over the fixture and the bundled models, and speculative decoding's engine;
+#      and logit_bias) over the fixture and the bundled models, speculative decoding's engine, and
+#      the host KV tier's restores;
 #   4. compute-sanitizer memcheck over the small-shape conformance; a request's KV pages between two
 #      processes on the GPU over UCX's CUDA IPC (prefill/decode disaggregation's transfer);
 #   5. on 2 GPUs or more, the NCCL communicator against the CPU's, and the model sharded over the
@@ -74,6 +75,10 @@ one_gpu_steps=(
   "speculative|env DSINFER_TEST_DEVICE=cuda $build/src/runtime/speculative_engine_test --gtest_filter=*Greedy*:*Aborted*:*Relaxed*"
   # Structured output and logit_bias end to end: the CUDA sampler's masks and biases on the bundled model.
   "structured|env DSINFER_TEST_DEVICE=cuda $build/src/server/server_structured_test"
+  # The host KV tier (issue 14): pinned host pages, copies queued on the stream between steps; pages
+  # restored on a 5-page pool give the outputs of a 64-page pool's prefix hits (the tests that
+  # compare against recomputed prefixes are CPU-only, as batch invariance is).
+  "host-kv|env DSINFER_TEST_DEVICE=cuda $build/src/runtime/runtime_test --gtest_filter=TierOnTheModel.ATinyPool*:TierOnTheModel.Layouts*"
   "graphs|$build/src/model/decode_graphs_test"
   # A request's KV pages between a prefill and a decode process on this GPU over UCX (CUDA IPC),
   # every destination page's bytes checked (kv_transfer_bench --check).

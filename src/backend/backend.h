@@ -11,7 +11,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -320,6 +322,14 @@ class Backend {
   // its uploaded copy, valid until the next begin_step.
   virtual Tensor to_device(const Tensor& host) = 0;
   virtual Tensor to_host(const Tensor& tensor) = 0;
+  // Host memory that copies to and from this backend need not wait for (page-locked on a GPU; plain
+  // memory on the CPU), not zeroed: the host KV tier's store (runtime/host_kv_tier.h).
+  virtual std::shared_ptr<std::byte> allocate_host(size_t bytes);
+  // Bytes [offset, offset + bytes) of `tensor`'s memory to or from host memory, queued in order with
+  // the ops before and after (on a GPU the host must not touch `host` until a later synchronize, or
+  // a copy queued after this one, has read or written it; on the CPU a memcpy, done on return).
+  virtual void queue_copy_to_host(std::byte* host, const Tensor& tensor, size_t offset, size_t bytes);
+  virtual void queue_copy_from_host(Tensor& tensor, size_t offset, const std::byte* host, size_t bytes);
 
   // Fills t (f32, bf16 or f8e4m3) with values uniform in [low, high), a pure function of (seed,
   // element index) that every backend computes alike (splitmix64; see backend/cpu/random_fill.cc).
@@ -437,6 +447,23 @@ class ReadyTokens final : public PendingTokens {
 
 inline std::unique_ptr<PendingTokens> Backend::queue_sample_tokens(Tensor& logits, const SamplingBatch& batch) {
   return std::make_unique<ReadyTokens>(sample_tokens(logits, batch));
+}
+
+// The CPU's host copies: its tensors are host memory, and it runs every op as it is called.
+inline std::shared_ptr<std::byte> Backend::allocate_host(size_t bytes) {
+  return std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());
+}
+
+inline void Backend::queue_copy_to_host(std::byte* host, const Tensor& tensor, size_t offset, size_t bytes) {
+  DSINFER_CHECK(tensor.device() == Device::kCpu && offset + bytes <= tensor.nbytes(), name(),
+                ": a host copy of bytes [", offset, ", ", offset + bytes, ") of a tensor of ", tensor.nbytes());
+  std::memcpy(host, static_cast<const std::byte*>(tensor.raw()) + offset, bytes);
+}
+
+inline void Backend::queue_copy_from_host(Tensor& tensor, size_t offset, const std::byte* host, size_t bytes) {
+  DSINFER_CHECK(tensor.device() == Device::kCpu && offset + bytes <= tensor.nbytes(), name(),
+                ": a host copy into bytes [", offset, ", ", offset + bytes, ") of a tensor of ", tensor.nbytes());
+  std::memcpy(static_cast<std::byte*>(tensor.raw()) + offset, host, bytes);
 }
 
 std::unique_ptr<Backend> make_cpu_backend();

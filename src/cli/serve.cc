@@ -11,6 +11,7 @@
 #include "cli/disaggregation_flags.h"
 #include "cli/flags.h"
 #include "cli/http_flags.h"
+#include "cli/host_kv_flags.h"
 #include "cli/model_files.h"
 #include "cli/serve_flags.h"
 #include "cli/version.h"
@@ -178,6 +179,7 @@ int run_serve(int argc, char** argv) {
   config.num_pages = num_kv_pages;
   config.kv_cache_bytes = static_cast<int64_t>(flags.get_double("kv-cache-gb") * (1 << 30));
   config.enable_prefix_caching = prefix_caching_enabled(flags);
+  config.host_kv_cache = host_kv_cache(flags);
   config.seed = static_cast<uint64_t>(flags.get_int("seed"));
   config.cuda_graph_max_batch = cuda_graph_max_batch(flags);
   config.overlap_schedule = !flags.get_bool("disable-overlap-schedule");

@@ -4,6 +4,7 @@
 
 #include "cli/disaggregation_flags.h"
 #include "cli/http_flags.h"
+#include "cli/host_kv_flags.h"
 #include "cli/model_files.h"
 #include "cli/parallel_flags.h"
 #include "cli/speculative_flags.h"
@@ -40,6 +41,7 @@ Flags serve_flags() {
   flags.add_bool("enable-prefix-caching", "reuse the KV pages of earlier prompts (the default)");
   flags.add_bool("no-enable-prefix-caching", "do not reuse the KV pages of earlier prompts");
   flags.add_alias("disable-radix-cache", "no-enable-prefix-caching");  // SGLang
+  add_host_kv_flags(flags);  // issue 14: the host tier under the prefix cache
   flags.add_string("reasoning-parser", "NAME", "deepseek-r1 (or deepseek_r1): <think>...</think> goes to "
                    "reasoning_content");
   flags.add_bool("enable-auto-tool-choice", "parse tool calls out of the output of requests with tools "
@@ -85,6 +87,7 @@ void check_serve_flags(const Flags& flags) {
   reasoning_enabled(flags);
   allowed_origins(flags);
   prefix_caching_enabled(flags);
+  host_kv_cache(flags);
   const std::string dtype = flags.get_string("dtype");
   DSINFER_CHECK(dtype == "auto" || dtype == "bfloat16", "--dtype ", dtype, " is not supported: dsinfer computes in "
                 "bfloat16 on the GPU and float32 on the CPU; give auto or bfloat16 (or leave it out)");

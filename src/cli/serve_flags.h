@@ -14,8 +14,8 @@ Flags serve_flags();
 
 // Throws dsinfer::Error, before anything loads, for a --kv-cache-dtype that is not known, a parallel
 // layout that does not parse (parallel_flags.h), speculative decoding flags that do not
-// (speculative_flags.h), a --dtype or --reasoning-parser that is not known, or prefix caching both
-// turned on and off.
+// (speculative_flags.h), a --dtype or --reasoning-parser that is not known, prefix caching both
+// turned on and off, or a host KV cache it cannot serve (host_kv_flags.h).
 void check_serve_flags(const Flags& flags);
 
 bool reasoning_enabled(const Flags& flags);       // --reasoning-parser deepseek-r1 | deepseek_r1

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/host_kv_tier.h"
+
 namespace dsinfer::runtime {
 
 CapacityScheduler::CapacityScheduler(PagePool& pool, PrefixCache* prefix_cache, int page_size,
@@ -54,6 +56,7 @@ bool CapacityScheduler::admit(Sequence& sequence, int64_t& tokens) {
     // scored before a preemption may be (vLLM's requests with prompt_logprobs skip the cache).
     if (sequence.scoring_prompt()) limit = std::min(limit, sequence.prompt_scored);
     sequence.pages = prefix_cache_->match(sequence.tokens, limit);
+    if (host_tier_) host_tier_->restore(sequence.tokens, limit, sequence.pages);  // issue 14: what host memory holds
     sequence.num_computed = static_cast<int64_t>(sequence.pages.size()) * page_size_;
     if (!sequence.scheduled_once) sequence.cached_tokens = sequence.num_computed;
     tokens = std::min(tokens, sequence.pending_tokens());

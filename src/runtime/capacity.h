@@ -22,6 +22,8 @@
 
 namespace dsinfer::runtime {
 
+class HostKvTier;
+
 struct ScheduledWork {
   Sequence* sequence = nullptr;
   int64_t num_tokens = 0;  // tokens computed this step, starting at sequence->num_computed
@@ -44,6 +46,10 @@ class CapacityScheduler {
   // pages (finish, abort, preemption) and forgets its progress.
   void release(Sequence& sequence);
 
+  // The host KV tier (host_kv_tier.h): a new sequence's prefix match goes on with the pages it
+  // restores. Null: none.
+  void set_host_tier(HostKvTier* tier) { host_tier_ = tier; }
+
  private:
   int32_t pages_needed(const Sequence& sequence, int64_t tokens) const;
   // Evicts cached pages of `group` until `pages` are free there; false if impossible.
@@ -56,6 +62,7 @@ class CapacityScheduler {
   PrefixCache* prefix_cache_;
   int page_size_;
   int32_t watermark_pages_;
+  HostKvTier* host_tier_ = nullptr;
 };
 
 }  // namespace dsinfer::runtime

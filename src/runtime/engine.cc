@@ -51,6 +51,7 @@ Engine::Impl::Impl(std::unique_ptr<StepExecutor> executor_in, const tokenizer::T
       capacity(pool, prefix_cache.get(), model::kPageSize,
                static_cast<int32_t>(config.watermark * pool.group_size())),
       seed_source(config.seed) {
+  host_kv = make_host_kv_tier(config.host_kv_cache, *executor, pool, prefix_cache.get(), capacity);  // issue 14
   // A speculative step is waited for: its drafts depend on what it accepts (speculative.h).
   overlap = config.overlap_schedule && executor->overlaps() && !config.speculative.enabled();
   if (config.speculative.enabled()) {
@@ -204,11 +205,12 @@ void Engine::Impl::take_inbox() {
   for (std::promise<bool>& flush : flushes) flush.set_value(flush_prefix_cache_if_idle());  // issue 12
 }
 
-// Issue 12 (/flush_cache). Idle, every cached page is held by the tree alone, so evicting as many
-// pages as it holds empties it.
+// Issue 12 (/flush_cache). Idle, every cached page is held by the tree alone, so clearing it (no
+// page spilled to the host tier) empties it.
 bool Engine::Impl::flush_prefix_cache_if_idle() {
   if (!running.empty() || !waiting.empty() || in_flight) return false;
-  if (prefix_cache) prefix_cache->evict(prefix_cache->cached());
+  if (prefix_cache) prefix_cache->clear();
+  if (host_kv) host_kv->clear();  // issue 14: SGLang's flush empties its host cache too
   publish_stats();
   return true;
 }
@@ -378,6 +380,8 @@ void Engine::Impl::publish_stats() {
   stats.graph_steps = executor->graph_steps();
   stats.kv_pushes = handoff ? handoff->pushes() : 0;
   stats.kv_layerwise_pushes = handoff ? handoff->layerwise_pushes() : 0;
+  if (host_kv) stats.host_kv = host_kv->stats();  // issue 14: restored tokens are prefix hits too
+  stats.prefix_hits += stats.host_kv.hit_tokens;
   std::lock_guard<std::mutex> lock(stats_mutex);
   published = stats;
 }

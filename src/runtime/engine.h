@@ -19,6 +19,7 @@
 #include "model/deepseek_model.h"
 #include "runtime/disaggregation.h"
 #include "runtime/executor.h"
+#include "runtime/host_kv_tier.h"
 #include "runtime/metrics.h"
 #include "runtime/request.h"
 #include "runtime/speculative.h"
@@ -36,6 +37,7 @@ struct EngineConfig {
   int64_t kv_cache_bytes = int64_t{2} << 30;  // when num_pages is 0: this much, or max_num_seqs full contexts if less
   double watermark = 0.01;                // fraction of pages kept free when admitting new requests
   bool enable_prefix_caching = true;
+  HostKvConfig host_kv_cache;             // issue 14: the host tier under the prefix cache (host_kv_tier.h); off
   double arrival_window_ms = 50.0;        // waiting prompts shortest-first within windows this long
   uint64_t seed = 0;                      // for requests without their own seed
   int64_t cuda_graph_max_batch = 256;     // decode steps up to this many sequences (and max_num_seqs)
@@ -88,6 +90,7 @@ struct EngineStats {
   int64_t graph_steps = 0;      // of which a decode graph replayed (StepExecutor::graph_steps)
   int64_t kv_pushes = 0;        // disaggregation, prefill side: prompts pushed to a decode instance
   int64_t kv_layerwise_pushes = 0;  // of which layer by layer
+  HostKvStats host_kv;          // issue 14 (host_kv_tier.h); its hit tokens are in prefix_hits too
 };
 
 class Engine {

@@ -165,6 +165,7 @@ struct Engine::Impl {
   PagePool pool;
   std::unique_ptr<PrefixCache> prefix_cache;
   CapacityScheduler capacity;
+  std::unique_ptr<HostKvTier> host_kv;  // issue 14: below the prefix cache (host_kv_tier.h); null when off
   Metrics metrics;
 
   // Shared with callers and the output thread.

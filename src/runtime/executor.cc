@@ -93,6 +93,7 @@ class ModelExecutor final : public StepExecutor {
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   int64_t max_model_len() const override { return model_.max_positions(); }
   int64_t num_pages() const override { return pages_; }
+  CacheAccess cache_access() override { return {&model_.backend(), &cache_}; }
   std::vector<int32_t> eos_token_ids() const override {
     std::vector<int32_t> ids;
     for (int64_t id : model_.config().eos_token_ids) ids.push_back(static_cast<int32_t>(id));

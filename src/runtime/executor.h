@@ -50,6 +50,12 @@ struct SpeculativeResult {
   std::vector<std::vector<int32_t>> drafts;  // per sequence: the next step's drafts
 };
 
+// The latent cache an executor runs on and the backend that holds it.
+struct CacheAccess {
+  backend::Backend* backend = nullptr;
+  model::LatentCache* cache = nullptr;
+};
+
 class StepExecutor {
  public:
   virtual ~StepExecutor() = default;
@@ -103,6 +109,10 @@ class StepExecutor {
   // sequence's pages all lie in one (DP attention: a group's pages are its ranks' caches).
   virtual int64_t page_groups() const { return 1; }
   virtual std::vector<int32_t> eos_token_ids() const = 0;
+  // Its one latent cache, for copies of whole pages in and out between steps (the host KV tier,
+  // host_kv_tier.h: copies queued on the backend run in order with the steps); empty where there is
+  // none (the tests' stand-in models; a sharded model, whose ranks hold a cache each).
+  virtual CacheAccess cache_access() { return {}; }
 
  private:
   std::deque<backend::SampledTokens> ran_;  // the default launch's results, oldest first

@@ -98,6 +98,7 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const std::vector<int3
     child->page = pages[i];
     child->id = next_id_++;
     child->last_used = clock_;
+    if (eviction_sink_) child->path_key = next_page_key(node->path_key, key);
     it = node->children.emplace(std::move(key), std::move(child)).first;
     it->second->key = &it->first;
     node = it->second.get();
@@ -113,6 +114,26 @@ int32_t PrefixCache::evict(int32_t count) {
 }
 
 int32_t PrefixCache::evict(int32_t count, int32_t group) {
+  if (!eviction_sink_) return evict_leaves(count, group, nullptr);
+  evicted_.clear();
+  const int32_t evicted = evict_leaves(count, group, &evicted_);
+  if (!evicted_.empty()) eviction_sink_(evicted_);
+  return evicted;
+}
+
+int32_t PrefixCache::clear() {
+  int32_t dropped = 0;
+  for (int32_t group = 0; group < static_cast<int32_t>(roots_.size()); ++group)
+    dropped += evict_leaves(pool_.group_size(), group, nullptr);
+  return dropped;
+}
+
+void PrefixCache::set_eviction_sink(EvictionSink sink) {
+  DSINFER_CHECK(cached_ == 0, "prefix cache: an eviction sink must come before the first page");
+  eviction_sink_ = std::move(sink);
+}
+
+int32_t PrefixCache::evict_leaves(int32_t count, int32_t group, std::vector<EvictedPage>* evicted_pages) {
   Leaves& leaves = leaves_.at(group);
   int32_t evicted = 0;
   auto next = leaves.begin();
@@ -123,6 +144,7 @@ int32_t PrefixCache::evict(int32_t count, int32_t group) {
       continue;
     }
     next = leaves.erase(next);
+    if (evicted_pages) evicted_pages->push_back({leaf->path_key, leaf->page});
     Node* parent = leaf->parent;
     pool_.set_cached(leaf->page, false);
     pool_.release(leaf->page);

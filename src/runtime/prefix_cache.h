@@ -17,15 +17,21 @@
 // since a sequence's pages all lie in one: a sequence's pages go into their group's tree, a prompt
 // matches the group that holds the longest part of it (its prefix is read where it was computed),
 // and eviction can free a given group's pages.
+//
+// The host KV tier (host_kv_tier.h) sits below: given an eviction sink, the tree keys each page by
+// its token path (kv_store.h's PageKey) and hands every page it evicts to the sink, which copies its
+// contents out before anything can reuse the page.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <span>
 #include <vector>
 
+#include "runtime/kv_store.h"
 #include "runtime/page_pool.h"
 
 namespace dsinfer::runtime {
@@ -46,6 +52,18 @@ class PrefixCache {
   // `group`; returns how many.
   int32_t evict(int32_t count);
   int32_t evict(int32_t count, int32_t group);
+  // Drops every page that only the tree holds (all of them while no sequence runs), handing none to
+  // the eviction sink (/flush_cache); returns how many.
+  int32_t clear();
+
+  // The pages evict() drops, each with its token path's key, while their contents are still
+  // theirs (nothing reuses a page before the sink returns). Set before the first insert.
+  struct EvictedPage {
+    PageKey key;
+    int32_t page = -1;
+  };
+  using EvictionSink = std::function<void(std::span<const EvictedPage>)>;
+  void set_eviction_sink(EvictionSink sink);
 
   int32_t evictable() const { return pool_.cached_only_count(); }  // pages only the tree holds
   int32_t evictable(int32_t group) const { return pool_.cached_only_count(group); }
@@ -60,6 +78,7 @@ class PrefixCache {
     int32_t page = -1;
     uint64_t id = 0;         // creation order: gives every node its own place among the leaves
     uint64_t last_used = 0;  // every use of a node uses its ancestors too: never older than a child
+    PageKey path_key;        // with an eviction sink: the key of the tokens from the root to this page's end
     std::map<std::vector<int32_t>, std::unique_ptr<Node>> children;
   };
   struct LeastRecentlyUsedFirst {
@@ -73,6 +92,8 @@ class PrefixCache {
   // The cached pages of the longest prefix of `tokens` under `root`, up to `limit` tokens.
   int64_t matched_pages(const Node& root, std::span<const int32_t> tokens, int64_t limit) const;
   Leaves& leaves_of(const Node& node) { return leaves_[pool_.group_of(node.page)]; }
+  // Evicts as evict(count, group) does; appends what it dropped to `evicted` when given.
+  int32_t evict_leaves(int32_t count, int32_t group, std::vector<EvictedPage>* evicted);
 
   PagePool& pool_;
   int page_size_;
@@ -86,6 +107,8 @@ class PrefixCache {
   int32_t cached_ = 0;
   int64_t queried_tokens_ = 0;
   int64_t hit_tokens_ = 0;
+  EvictionSink eviction_sink_;
+  std::vector<EvictedPage> evicted_;  // reused by each eviction with a sink
 };
 
 }  // namespace dsinfer::runtime

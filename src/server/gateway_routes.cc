@@ -97,6 +97,7 @@ Json server_info_json(const WorkerIdentity& identity, const runtime::EngineConfi
   out["max_prefill_tokens"] = config.max_num_batched_tokens;
   out["page_size"] = model::kPageSize;
   out["disable_radix_cache"] = !config.enable_prefix_caching;
+  out["enable_hierarchical_cache"] = config.host_kv_cache.enabled();  // issue 14: the host KV tier
   out["random_seed"] = static_cast<int64_t>(config.seed);
   out["tp_size"] = identity.gateway.tp_size;
   out["dp_size"] = identity.gateway.dp_size;

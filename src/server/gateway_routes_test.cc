@@ -186,11 +186,20 @@ TEST(GatewayRoutes, ServerInfoReportsTheConfigurationUnderSglangsNamesAtBothPath
     EXPECT_EQ(info["max_total_num_tokens"].as_int(), kPages * 64);
     EXPECT_EQ(info["page_size"].as_int(), 64);
     EXPECT_FALSE(info["disable_radix_cache"].as_bool());
+    EXPECT_FALSE(info["enable_hierarchical_cache"].as_bool());
     EXPECT_EQ(info["disaggregation_mode"].as_string(), "null");
     EXPECT_EQ(info["version"].as_string(), "1.2.3");
     ASSERT_EQ(info["internal_states"].size(), 1u);
     EXPECT_EQ(first(info["internal_states"])["num_running_reqs"].as_int(), 0);
   }
+}
+
+// The host KV tier (issue 14) is SGLang's hierarchical cache.
+TEST(GatewayRoutes, ServerInfoReportsTheHostKvTierAsSglangsHierarchicalCache) {
+  WorkerIdentity identity;
+  runtime::EngineConfig config;
+  config.host_kv_cache.bytes = int64_t{1} << 30;
+  EXPECT_TRUE(server_info_json(identity, config, runtime::EngineStats{}, 1024, 0.0)["enable_hierarchical_cache"].as_bool());
 }
 
 // Speculative decoding in SGLang's fields and vLLM's speculative_config; null when it is off (the

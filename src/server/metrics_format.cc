@@ -162,6 +162,22 @@ void add_spec_decode(Exposition& out, const runtime::Metrics& metrics, int posit
                        "position", accepted);
 }
 
+// Issue 14: the host KV tier under the prefix cache (runtime/host_kv_tier.h); its hit tokens are
+// in vllm:prefix_cache_hits too.
+void add_host_kv_cache(Exposition& out, const runtime::HostKvStats& host) {
+  auto value = [](int64_t n) { return static_cast<double>(n); };
+  out.gauge("dsinfer:host_kv_cache_capacity_bytes", "Host memory budget of the host KV cache tier in bytes.",
+            value(host.capacity_bytes));
+  out.gauge("dsinfer:host_kv_cache_pages", "KV pages held in the host KV cache tier.", value(host.pages));
+  out.gauge("dsinfer:host_kv_cache_bytes", "Bytes of KV pages held in the host KV cache tier.", value(host.bytes));
+  out.counter("dsinfer:host_kv_cache_spilled_pages", "KV pages copied to host memory when the prefix cache evicted "
+              "them.", value(host.spilled_pages));
+  out.counter("dsinfer:host_kv_cache_restored_pages", "KV pages copied back from host memory for a prompt.",
+              value(host.restored_pages));
+  out.counter("dsinfer:host_kv_cache_hit_tokens", "Prompt tokens restored from host memory instead of computed.",
+              value(host.hit_tokens));
+}
+
 }  // namespace
 
 std::string format_prometheus(const runtime::Metrics& metrics, const runtime::EngineStats& stats,
@@ -217,6 +233,7 @@ std::string format_prometheus(const runtime::Metrics& metrics, const runtime::En
   out.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
                 metrics.iteration_tokens.snapshot());
   if (speculative.enabled()) add_spec_decode(out, metrics, speculative.num_tokens);
+  if (stats.host_kv.capacity_bytes > 0) add_host_kv_cache(out, stats.host_kv);
   for (const ExtraGauge& gauge : extra) out.gauge(gauge.name, gauge.help, gauge.value);
   return out.take();
 }

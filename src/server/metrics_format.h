@@ -12,6 +12,11 @@
 // vllm:spec_decode_num_accepted_tokens_per_pos with a label position="0".."N-1" (0-based, as vLLM
 // labels it) for each of the N draft positions; none of them when it is off, as vLLM.
 //
+// With the host KV tier on (issue 14, runtime/host_kv_tier.h), its own: dsinfer:host_kv_cache_pages,
+// _bytes and _capacity_bytes (gauges), dsinfer:host_kv_cache_spilled_pages_total,
+// _restored_pages_total and _hit_tokens_total (counters; the hit tokens also count in
+// vllm:prefix_cache_hits); none of them when it is off.
+//
 // Beside them: the KV cache's settings as vLLM's info gauge (vllm:cache_config_info, value 1, the
 // settings in its labels), and the process_* metrics without labels, as prometheus_client writes
 // them (process_metrics.h).

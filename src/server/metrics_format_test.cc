@@ -175,6 +175,26 @@ TEST(MetricsFormat, RendersSpecDecodeCountersUnderVllmsNamesOnlyWhenSpeculativeD
   EXPECT_EQ(format_prometheus(metrics, runtime::EngineStats{}, "dsv3").find("spec_decode"), std::string::npos);
 }
 
+TEST(MetricsFormat, RendersTheHostKvTierOnlyWhenItIsOn) {
+  runtime::Metrics metrics;
+  runtime::EngineStats stats;
+  stats.host_kv.capacity_bytes = 1 << 30;
+  stats.host_kv.pages = 3;
+  stats.host_kv.bytes = 3 * 4096;
+  stats.host_kv.spilled_pages = 10;
+  stats.host_kv.restored_pages = 4;
+  stats.host_kv.hit_tokens = 256;
+  std::map<std::string, double> samples = samples_of(format_prometheus(metrics, stats, "dsv3"));
+  const std::string m = "{model_name=\"dsv3\"}";
+  EXPECT_EQ(samples.at("dsinfer:host_kv_cache_capacity_bytes" + m), 1 << 30);
+  EXPECT_EQ(samples.at("dsinfer:host_kv_cache_pages" + m), 3);
+  EXPECT_EQ(samples.at("dsinfer:host_kv_cache_bytes" + m), 3 * 4096);
+  EXPECT_EQ(samples.at("dsinfer:host_kv_cache_spilled_pages_total" + m), 10);
+  EXPECT_EQ(samples.at("dsinfer:host_kv_cache_restored_pages_total" + m), 4);
+  EXPECT_EQ(samples.at("dsinfer:host_kv_cache_hit_tokens_total" + m), 256);
+  EXPECT_EQ(format_prometheus(metrics, runtime::EngineStats{}, "dsv3").find("host_kv"), std::string::npos);
+}
+
 TEST(MetricsFormat, RendersTheCacheConfigAsAnInfoGauge) {
   std::string text = format_cache_config_info({64, 1234, false, "auto"}, "dsv3");
   EXPECT_EQ(text,

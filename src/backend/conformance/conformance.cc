@@ -2015,6 +2015,34 @@ void add_memory_cases(std::vector<Case>& cases) {
     s.compare = compare_with(kExact);
     return s;
   }));
+  // The host KV tier's copies (runtime/host_kv_tier.h): rows of a cache-like tensor to host memory
+  // from allocate_host and back at other rows, queued, then one synchronize.
+  constexpr int64_t kRows = 16, kWidth = 576;
+  constexpr size_t kRowBytes = kWidth * 2;  // bf16
+  auto host_copy_case = [](bool back_to_device) {
+    return [back_to_device](uint64_t seed) {
+      OpSpec s;
+      s.args = {{"cache", ArgKind::kConstant, normal_bf16({kRows, kWidth}, stream(seed, 0), 1.0f)}};
+      s.results = {back_to_device ? "rows [5, 11) from host" : "rows [3, 9) on the host"};
+      s.call = [back_to_device](Backend& b, std::vector<Tensor>& a) {
+        std::shared_ptr<std::byte> host = b.allocate_host(6 * kRowBytes);
+        b.queue_copy_to_host(host.get(), a[0], 3 * kRowBytes, 6 * kRowBytes);
+        if (!back_to_device) {
+          b.synchronize();
+          return Results{Tensor::wrap(host.get(), DType::kBF16, {6, kWidth}, Device::kCpu, host)};
+        }
+        Tensor back = b.empty(DType::kBF16, {kRows, kWidth});
+        b.queue_copy_from_host(back, 5 * kRowBytes, host.get(), 6 * kRowBytes);
+        b.synchronize();
+        return Results{back};
+      };
+      s.compare = compare_with(kExact);
+      return s;
+    };
+  };
+  cases.push_back(make_case("queue_copy_to_host", "bf16 rows [3, 9) of [16, 576] to host memory", host_copy_case(false)));
+  cases.push_back(make_case("queue_copy_from_host", "those rows back into rows [5, 11) of a zeroed [16, 576]",
+                            host_copy_case(true)));
 }
 
 // Backend::fill_uniform: the dummy weights every backend must generate alike. Bounds near zero
@@ -2248,6 +2276,7 @@ const std::vector<std::string>& conformance_ops() {
       "linear_f32",  "grouped_linear", "absorb_query", "rope_inplace",       "write_cache",  "write_latent_cache", "gather_cache",
       "attention_expanded", "attention_absorbed", "route",   "moe_experts",
       "sample_tokens", "queue_sample_tokens", "resolve_placeholders", "map_expert_ids", "count_expert_ids",
+      "queue_copy_to_host", "queue_copy_from_host",
   };
   return ops;
 }
@@ -2258,6 +2287,8 @@ const std::vector<std::string>& backend_plumbing() {
   static const std::vector<std::string> names = {"name",       "device", "compute_dtype", "begin_step", "synchronize",
                                                  "memory_info", "release_cached_memory", "empty", "to_device",
                                                  "to_host", "capture", "replay",
+                                                 // host memory, tested through queue_copy_to_host's cases
+                                                 "allocate_host",
                                                  // PendingTokens, tested through queue_sample_tokens
                                                  "device_tokens", "wait",
                                                  // a capability, tested at the model level (model_test's

@@ -191,6 +191,31 @@ class CudaBackend final : public Backend, public CudaContext {
     return out;
   }
 
+  // The host KV tier's memory and copies: page-locked, so that cudaMemcpyAsync returns at once and
+  // the copy runs on the stream in order with the steps.
+  std::shared_ptr<std::byte> allocate_host(size_t bytes) override {
+    DSINFER_CUDA_CHECK(cudaSetDevice(device_));
+    void* data = nullptr;
+    DSINFER_CUDA_CHECK(cudaMallocHost(&data, bytes));
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(data), [](std::byte* p) { (void)cudaFreeHost(p); });
+  }
+
+  void queue_copy_to_host(std::byte* host, const Tensor& tensor, size_t offset, size_t bytes) override {
+    expect_device(tensor, "queue_copy_to_host", "tensor");
+    DSINFER_CHECK(offset + bytes <= tensor.nbytes(), "queue_copy_to_host: bytes [", offset, ", ", offset + bytes,
+                  ") of a tensor of ", tensor.nbytes());
+    DSINFER_CUDA_CHECK(cudaMemcpyAsync(host, static_cast<const std::byte*>(tensor.raw()) + offset, bytes,
+                                       cudaMemcpyDeviceToHost, stream_));
+  }
+
+  void queue_copy_from_host(Tensor& tensor, size_t offset, const std::byte* host, size_t bytes) override {
+    expect_device(tensor, "queue_copy_from_host", "tensor");
+    DSINFER_CHECK(offset + bytes <= tensor.nbytes(), "queue_copy_from_host: bytes [", offset, ", ", offset + bytes,
+                  ") of a tensor of ", tensor.nbytes());
+    DSINFER_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(tensor.raw()) + offset, host, bytes,
+                                       cudaMemcpyHostToDevice, stream_));
+  }
+
   void fill_uniform(Tensor& t, uint64_t seed, float low, float high) override {
     expect_device(t, "fill_uniform", "t");
     cuda::fill_uniform(t.raw(), t.dtype(), t.numel(), seed, low, high, stream_);
