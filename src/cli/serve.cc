@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "cli/disaggregation_flags.h"
+#include "cli/disaggregation_setup.h"
 #include "cli/flags.h"
 #include "cli/http_flags.h"
 #include "cli/host_kv_flags.h"
@@ -106,11 +106,10 @@ int run_serve(int argc, char** argv) {
   DSINFER_CHECK(backend::backend_built(flags.get_string("device")), "--device ", flags.get_string("device"),
                 " is not available in this build");
   check_serve_flags(flags);
-  const DisaggregationSettings disaggregation = disaggregation_settings(flags);
-  DSINFER_CHECK(disaggregation.role == DisaggregationRole::kNone, "--disaggregation-mode ",
-                disaggregation_role_name(disaggregation.role), ": the engine's side of prefill/decode disaggregation "
-                "is not in this build yet (issue 14); leave the flag out to serve both phases");
   const server::HttpServerOptions http = http_options(flags);
+  // A prefill instance's bootstrap listener binds now, so that /server_info names its port.
+  DisaggregationSetup disaggregation(disaggregation_settings(flags), http.host,
+                                     flags.given("disaggregation-layerwise-threshold"));
   // The ranges of the numbers were checked while parsing (serve_flags); what needs more is checked
   // here, before the model loads, except what needs the model (below).
   const int64_t threads = flags.get_int("threads");
@@ -146,6 +145,8 @@ int run_serve(int argc, char** argv) {
   options.gateway.tp_size = layout.world_size();
   options.gateway.dp_size = layout.attention_dp;
   options.gateway.ep_size = layout.ep_size();
+  options.gateway.role = disaggregation.role();
+  options.gateway.bootstrap_port = disaggregation.bootstrap_port();
   // A template that does not parse stops the start, before the model loads.
   std::unique_ptr<chat::ChatTemplate> chat_template;
   if (flags.has("chat-template")) {
@@ -183,6 +184,7 @@ int run_serve(int argc, char** argv) {
   config.seed = static_cast<uint64_t>(flags.get_int("seed"));
   config.cuda_graph_max_batch = cuda_graph_max_batch(flags);
   config.overlap_schedule = !flags.get_bool("disable-overlap-schedule");
+  config.disaggregation = disaggregation.engine_config(model.backend().device() != Device::kCpu);
   if (model.backend().device() != Device::kCpu && config.num_pages == 0) {
     // The GPU's memory plan: a dry run of the largest steps, then pages from what is left. A sharded
     // model plans on every rank at once (the dry runs' collectives need them all); the rank with the
@@ -206,6 +208,12 @@ int run_serve(int argc, char** argv) {
   }
   std::unique_ptr<runtime::Engine> engine_holder = served->engine(tokenizer, config);
   runtime::Engine& engine = *engine_holder;
+  // Destinations reach the engine from now on, and stop before it goes (the guard goes first).
+  disaggregation.attach(engine);
+  struct Detach {
+    DisaggregationSetup& setup;
+    ~Detach() { setup.detach(); }
+  } detach_before_the_engine_goes{disaggregation};
   // A pool smaller than one context would cut answers short with finish_reason "length" (under DP
   // attention a sequence lives in one group's pages).
   const int64_t group_pages = engine.stats().total_pages / engine.stats().page_groups;
@@ -223,6 +231,11 @@ int run_serve(int argc, char** argv) {
   std::printf("dsinfer %s (commit %s): serving %s at %s (context %ld tokens, KV cache %ld pages of 64 tokens)\n",
               kVersion, kCommit, options.served_model_name.c_str(), url.c_str(),
               static_cast<long>(engine.max_model_len()), static_cast<long>(stats.total_pages));
+  if (disaggregation.role() == server::InstanceRole::kPrefill)
+    std::printf("prefill instance: decode instances hand over their pages at %s:%u (bootstrap port)\n",
+                options.http.host.c_str(), static_cast<unsigned>(disaggregation.bootstrap_port()));
+  if (disaggregation.role() == server::InstanceRole::kDecode)
+    std::printf("decode instance: requests come with a prefill instance's bootstrap_host, bootstrap_port and room\n");
   std::string auth = options.api_key.empty() ? "" : " -H 'Authorization: Bearer $DSINFER_API_KEY'";
   std::printf("try:\n  curl %s/v1/chat/completions -H 'Content-Type: application/json'%s \\\n"
               "    -d '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"What is 123+456?\"}]}'\n",

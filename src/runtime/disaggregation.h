@@ -79,10 +79,12 @@ struct DisaggregationConfig {
   // shorter ones in one go after it. 0: never layer by layer. Only where the executor reports each
   // layer once its cache rows are written (the CPU); elsewhere a non-zero value is refused.
   int64_t layerwise_threshold = 8192;
-  // D: hands a destination to the request's P (the server's bootstrap call). Called on the engine
-  // thread, so it must not block; `done` is to be called exactly once, from any thread, with "" or
-  // an error.
-  std::function<void(const KvDestination& destination, std::function<void(std::string error)> done)> announce;
+  // D: hands a destination to the request's P at `peer` (KvHandoff::peer; the server's bootstrap
+  // call). Called on the engine thread, so it must not block; `done` is to be called exactly once,
+  // from any thread, with "" or an error.
+  std::function<void(const std::string& peer, const KvDestination& destination,
+                     std::function<void(std::string error)> done)>
+      announce;
 };
 
 }  // namespace dsinfer::runtime

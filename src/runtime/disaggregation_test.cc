@@ -267,7 +267,9 @@ TEST_F(DisaggregationTest, RefusesWhatItDoesNotTake) {
   decode.disaggregation.mode = DisaggregationMode::kDecode;
   decode.disaggregation.make_transfer = [] { return transfer::make_ucx_transfer({"tcp"}); };
   EXPECT_THROW(Engine(*models_->reference.model, models_->tokenizer, decode), Error);
-  decode.disaggregation.announce = [](const KvDestination&, std::function<void(std::string)> done) { done(""); };
+  decode.disaggregation.announce = [](const std::string&, const KvDestination&, std::function<void(std::string)> done) {
+    done("");
+  };
   auto masked = [&](bool cache, bool layers) {
     return std::make_unique<MaskedExecutor>(make_model_executor(*models_->reference.model, 16), cache, layers);
   };

@@ -374,7 +374,7 @@ std::string KvHandoffDriver::begin_receive(const Sequence& receiver) {
   announced_[serial] = receiver.id;
   receives_.emplace(receiver.id, std::move(receive));
   try {
-    config_.announce(destination, [mailbox = mailbox_, serial](std::string error) {
+    config_.announce(receiver.options.kv_handoff->peer, destination, [mailbox = mailbox_, serial](std::string error) {
       mailbox->answer(serial, std::move(error));
     });
   } catch (const std::exception& error) {

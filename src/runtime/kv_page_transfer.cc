@@ -29,7 +29,10 @@ CacheRegions::CacheRegions(transfer::KvTransfer& agent, model::LatentCache& cach
     Tensor& tensor = cache.layer(layer);
     DSINFER_CHECK(tensor.nbytes() == page_bytes_ * static_cast<uint64_t>(pages_), "KV pages: layer ", layer, " holds ",
                   tensor.nbytes(), " bytes, not ", pages_, " pages of ", page_bytes_);
-    regions_.push_back(agent_.register_memory(tensor.raw(), tensor.nbytes()));
+    // A GPU's cache is registered as device memory: between GPUs of one host it moves by CUDA IPC.
+    const transfer::MemoryKind kind =
+        tensor.device() == Device::kCpu ? transfer::MemoryKind::kHost : transfer::MemoryKind::kDevice;
+    regions_.push_back(agent_.register_memory(tensor.raw(), tensor.nbytes(), kind));
   }
 }
 

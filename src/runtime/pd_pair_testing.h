@@ -72,7 +72,9 @@ class ControlledTransfer final : public transfer::KvTransfer {
   ControlledTransfer(std::unique_ptr<transfer::KvTransfer> inner, std::shared_ptr<AgentControl> control)
       : inner_(std::move(inner)), control_(std::move(control)) {}
   transfer::Blob address() const override { return inner_->address(); }
-  int register_memory(void* base, uint64_t bytes) override { return inner_->register_memory(base, bytes); }
+  int register_memory(void* base, uint64_t bytes, transfer::MemoryKind kind) override {
+    return inner_->register_memory(base, bytes, kind);
+  }
   transfer::Blob describe(int region) const override { return inner_->describe(region); }
   int connect(const transfer::Blob& address) override { return inner_->connect(address); }
   int import(int peer, const transfer::Blob& descriptor) override { return inner_->import(peer, descriptor); }
@@ -171,7 +173,7 @@ class PdPair {
   PdPair(Models& models, const PairOptions& options) : models_(models), options_(options) {
     start_prefill();
     EngineConfig decode = config(DisaggregationMode::kDecode, options.decode_pages, options.drafts, 0s, decode_agent);
-    decode.disaggregation.announce = [announcer = announcer](const KvDestination& destination,
+    decode.disaggregation.announce = [announcer = announcer](const std::string&, const KvDestination& destination,
                                                             std::function<void(std::string)> done) {
       announcer->announce(destination, done);
     };

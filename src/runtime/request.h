@@ -58,6 +58,9 @@ struct KvHandoff {
   enum class Role : uint8_t { kSend, kReceive };
   Role role = Role::kSend;
   std::string room;
+  // kReceive: where the request's prefill instance takes destinations (the server's bootstrap
+  // host:port), handed to DisaggregationConfig::announce as it is; the engine never reads it.
+  std::string peer;
 };
 
 struct RequestOptions {

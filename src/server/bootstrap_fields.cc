@@ -66,6 +66,14 @@ std::optional<BootstrapFields> bootstrap_fields(const Json& body, InstanceRole r
   return fields;
 }
 
+runtime::KvHandoff kv_handoff(const BootstrapFields& fields, InstanceRole role) {
+  runtime::KvHandoff handoff;
+  handoff.role = role == InstanceRole::kPrefill ? runtime::KvHandoff::Role::kSend : runtime::KvHandoff::Role::kReceive;
+  handoff.room = fields.room;
+  handoff.peer = str_cat(fields.host, ":", fields.port);
+  return handoff;
+}
+
 void refuse_bootstrap_fanout(int64_t choices) {
   if (choices > 1)
     throw invalid_request(str_cat("a request with bootstrap_room asks for one answer (its room names one sequence), "

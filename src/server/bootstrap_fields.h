@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core/json.h"
+#include "runtime/request.h"
 
 namespace dsinfer::server {
 
@@ -34,6 +35,10 @@ struct BootstrapFields {
 // missing or malformed, or kv_transfer_params. `body` is the parsed request; anything but an
 // object passes (the parser refuses it).
 std::optional<BootstrapFields> bootstrap_fields(const Json& body, InstanceRole role);
+
+// What the engine is asked: a prefill instance sends the room's pages, a decode instance receives
+// them, announcing its destination to host:port.
+runtime::KvHandoff kv_handoff(const BootstrapFields& fields, InstanceRole role);
 
 // The refusal of a request with the fields that asks for more than one answer (n > 1, a batch of
 // prompts): a room names one sequence.

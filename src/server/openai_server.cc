@@ -199,6 +199,8 @@ std::string api_field(runtime::RequestPart part, std::string_view target) {
       return "logit_bias";
     case runtime::RequestPart::kConstraint:
       return "response_format";
+    case runtime::RequestPart::kKvHandoff:
+      return "bootstrap_room";
   }
   return "";
 }
@@ -329,9 +331,9 @@ void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std:
                                           const Admission& admission) {
   const ServedModel& served_model = model();
   Json body = parse_json_body(request.body);
-  if (bootstrap_fields(body, options.gateway.role))
-    throw invalid_request("prefill/decode disaggregation is not wired to the engine in this build", "bootstrap_room");
+  const std::optional<BootstrapFields> bootstrap = bootstrap_fields(body, options.gateway.role);
   ChatCompletionRequest chat = parse_chat_request(body);
+  if (bootstrap) refuse_bootstrap_fanout(chat.params.n);
   check_model_name(chat.model);
   ToolParsing tools =
       tool_parsing(chat.tools, chat.tool_choice, options.tool_call_parser, options.enable_auto_tool_choice);
@@ -342,6 +344,7 @@ void OpenAIServer::Impl::chat_completions(const HttpRequest& request, const std:
   std::vector<int32_t> prompt = served_model.tokenizer->encode(text, /*add_special_tokens=*/false);
   runtime::RequestOptions request_options =
       chat.request_options(static_cast<int64_t>(prompt.size()), served_model.engine->max_model_len());
+  if (bootstrap) request_options.kv_handoff = kv_handoff(*bootstrap, options.gateway.role);
   // Structured output, or a forced tool call; the grammar applies to the answer, after the reasoning.
   if (std::optional<StructuredOutputRequest> constraint =
           chat_constraint(chat.params.structured_output, chat.tools, chat.tool_choice, chat.tool_choice_function,
@@ -375,9 +378,9 @@ void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shar
                                      const Admission& admission) {
   const ServedModel& served_model = model();
   Json body = parse_json_body(request.body);
-  if (bootstrap_fields(body, options.gateway.role))
-    throw invalid_request("prefill/decode disaggregation is not wired to the engine in this build", "bootstrap_room");
+  const std::optional<BootstrapFields> bootstrap = bootstrap_fields(body, options.gateway.role);
   CompletionRequest completion = parse_completion_request(body);
+  if (bootstrap) refuse_bootstrap_fanout(completion.params.n * static_cast<int64_t>(completion.prompts.size()));
   check_model_name(completion.model);
   ResponseMeta meta{new_response_id("cmpl-"), unix_time_now(), options.served_model_name};
   FanOutRequest answer{meta, "text_completion", "text_completion", completion.params.stream,
@@ -396,6 +399,7 @@ void OpenAIServer::Impl::completions(const HttpRequest& request, const std::shar
     runtime::RequestOptions request_options =
         completion.request_options(static_cast<int64_t>(prompt.size()), served_model.engine->max_model_len());
     request_options.constraint = constraint;
+    if (bootstrap) request_options.kv_handoff = kv_handoff(*bootstrap, options.gateway.role);
     if (completion.echo) echoed.push_back(text ? *text : served_model.tokenizer->decode(prompt));
     answer.prompts.push_back({std::move(prompt), std::move(request_options)});
   }
