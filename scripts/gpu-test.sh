@@ -83,6 +83,9 @@ one_gpu_steps=(
   # A request's KV pages between a prefill and a decode process on this GPU over UCX (CUDA IPC),
   # every destination page's bytes checked (kv_transfer_bench --check).
   "transfer|$build/bench/kv_transfer_bench --check"
+  # Prefill/decode disaggregation end to end on this GPU: router, prefill and decode processes side by
+  # side, pages by CUDA IPC, against a server of both phases, and the faults (tests/pd/pd_test.py).
+  "pd|python3 tests/pd/pd_test.py --gpu --dsinfer $build/dsinfer --logs $logs/pd"
   "overlap|$build/src/runtime/overlap_executor_test"
 )
 if [[ " ${GPU_TEST_STEPS:-} " == *" memcheck "* || -z "${GPU_TEST_STEPS:-}" ]] && ! command -v compute-sanitizer >/dev/null; then

@@ -3,7 +3,11 @@
 `dsinfer router` in front of prefill and decode instances of `dsinfer serve` on the bundled model,
 their KV pages moving over UCX's TCP transport, against a server that runs both phases.
 
-    python3 tests/pd/pd_test.py --dsinfer build/dsinfer [--logs DIR] [-k NAME]
+    python3 tests/pd/pd_test.py --dsinfer build/dsinfer [--logs DIR] [-k NAME] [--gpu]
+
+With --gpu (scripts/gpu-test.sh's `pd` step) every instance runs on the GPU, the instances of a
+scenario side by side on one device, and the pages move by CUDA IPC (UCX's cuda_ipc and cuda_copy,
+TCP for the notes); a prefill instance there sends a prompt's pages whole, so `layerwise` is left out.
 
 Scenarios (each starts its own processes, so that one's faults cannot leak into the next):
   equal      32 concurrent greedy requests (streamed and not, chat and completions, prompts from a
@@ -138,11 +142,18 @@ class Cluster:
     def serve(self, name, mode=None, extra=()):
         command = [self.args.dsinfer, "serve", self.args.model, "--served-model-name", MODEL_NAME, "--port", "0",
                    "--num-kv-pages", "96", "--threads", "1"]
+        if self.args.gpu:
+            command += ["--device", "cuda"]
         if mode:
-            command += ["--disaggregation-mode", mode, "--disaggregation-ucx-transports", "tcp"]
+            transports = "cuda_ipc,cuda_copy,tcp" if self.args.gpu else "tcp"
+            command += ["--disaggregation-mode", mode, "--disaggregation-ucx-transports", transports]
             if mode == "prefill":
                 command += ["--disaggregation-bootstrap-port", "0"]
-        command += list(extra)
+        extra = list(extra)
+        if self.args.gpu and "--disaggregation-layerwise-threshold" in extra:  # whole sends on a GPU
+            at = extra.index("--disaggregation-layerwise-threshold")
+            del extra[at:at + 2]
+        command += extra
         process = Process(f"{self.scenario}-{name}", command, self.args.logs)
         self.processes.append(process)
         return process
@@ -481,6 +492,7 @@ def main():
     parser.add_argument("--model", default=os.path.join(ROOT, "models", "dsv3-tiny"))
     parser.add_argument("--logs", default=None, help="the processes' logs (default: pd_test_logs beside --dsinfer)")
     parser.add_argument("-k", dest="only", action="append", default=[], help="only these scenarios")
+    parser.add_argument("--gpu", action="store_true", help="every instance on the GPU, pages by CUDA IPC")
     args = parser.parse_args()
     if not os.access(args.dsinfer, os.X_OK):
         print(f"pd_test: FAIL: {args.dsinfer} is not an executable", file=sys.stderr)
@@ -490,7 +502,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
     failed = []
     for name, scenario in SCENARIOS.items():
-        if args.only and name not in args.only:
+        if (args.only and name not in args.only) or (args.gpu and name == "layerwise"):
             continue
         start = time.monotonic()
         try:
