@@ -188,7 +188,15 @@ int prefill_side(const Plan& plan, int to_child, int from_child, const std::stri
   const int peer = agent->connect(hex_decode(hello["address"].as_string()));
   std::vector<int> remote(plan.layers);
   for (int64_t l = 0; l < plan.layers; ++l) remote[l] = agent->import(peer, hex_decode(hello["regions"].at(static_cast<size_t>(l)).as_string()));
-  const double copy_tb_s = copy_bandwidth_tb_s(layers[0], layers[plan.layers > 1 ? 1 : 0], layer_bytes / 2);
+  // The ceiling on buffers of their own (1 GiB each way), never the cache's pages.
+  void* copy_from = nullptr;
+  void* copy_to = nullptr;
+  constexpr uint64_t kCopyBytes = uint64_t{1} << 30;
+  cuda(cudaMalloc(&copy_from, kCopyBytes), "cudaMalloc (copy)");
+  cuda(cudaMalloc(&copy_to, kCopyBytes), "cudaMalloc (copy)");
+  const double copy_tb_s = copy_bandwidth_tb_s(copy_from, copy_to, kCopyBytes);
+  cuda(cudaFree(copy_from), "cudaFree");
+  cuda(cudaFree(copy_to), "cudaFree");
 
   std::mt19937 random(7);
   Json figures = Json::object();

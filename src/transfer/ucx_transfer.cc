@@ -1,8 +1,10 @@
 #include "transfer/ucx_transfer.h"
 
 #include <ucp/api/ucp.h>
+#include <ucs/config/global_opts.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <unordered_map>
@@ -33,6 +35,11 @@ Blob encode_descriptor(uint64_t base, uint64_t bytes, const void* rkey, size_t r
 class UcxTransfer final : public KvTransfer {
  public:
   explicit UcxTransfer(const UcxOptions& options) : timeout_(options.transfer_timeout) {
+    // UCX's cache of memory types learns of GPU allocations by hooking cudaMalloc, which it cannot
+    // do in binaries with the static CUDA runtime (ours): it would take a GPU cache for host memory
+    // and its registration fails. Without it UCX asks the driver for each buffer. An operator's
+    // UCX_MEMTYPE_CACHE still wins.
+    if (std::getenv("UCX_MEMTYPE_CACHE") == nullptr) ucs_global_opts_set_value("MEMTYPE_CACHE", "n");
     ucp_config_t* config = nullptr;
     check_status(ucp_config_read(nullptr, nullptr, &config), "reading the configuration");
     if (!options.transports.empty()) {
