@@ -7,7 +7,9 @@ their KV pages moving over UCX's TCP transport, against a server that runs both 
 
 With --gpu (scripts/gpu-test.sh's `pd` step) every instance runs on the GPU, the instances of a
 scenario side by side on one device, and the pages move by CUDA IPC (UCX's cuda_ipc and cuda_copy,
-TCP for the notes); a prefill instance there sends a prompt's pages whole, so `layerwise` is left out.
+TCP for the notes); a prefill instance there sends a prompt's pages whole, so `layerwise` is left out,
+and long answers are compared on their first GPU_SAME_CHARS characters (a near-tie may resolve
+differently in another batch on a GPU).
 
 Scenarios (each starts its own processes, so that one's faults cannot leak into the next):
   equal      32 concurrent greedy requests (streamed and not, chat and completions, prompts from a
@@ -51,6 +53,7 @@ START_TIMEOUT_S = 90
 REQUEST_TIMEOUT_S = 120
 LAYERWISE_TOKENS = 192   # prompts at least this long go layer by layer in the `equal` scenario
 FAULT_TIMEOUT_S = 4      # the bootstrap timeout of the fault scenarios' instances
+GPU_SAME_CHARS = 32      # --gpu: how much of a long answer must agree with the single server's
 PR_SET_PDEATHSIG = 1
 WORDS = ("river stone lantern copper meadow violet anchor harbor silver thunder quiet orchard marble "
          "falcon ember cedar").split()
@@ -277,9 +280,9 @@ def reference_outputs(cluster, bodies):
     return single, outputs
 
 
-def expect_equal(got, want, what):
+def expect_equal(got, want, what, gpu=False):
     for i, (g, w) in enumerate(zip(got, want)):
-        check(g == w, f"{what}: request {i} gave {g!r}, the single server {w!r}")
+        check(same_output(g, w, gpu), f"{what}: request {i} gave {g!r}, the single server {w!r}")
 
 
 def scenario_equal(args):
@@ -291,7 +294,7 @@ def scenario_equal(args):
         p1, p2 = cluster.start(cluster.serve("prefill1", "prefill", threshold), cluster.serve("prefill2", "prefill", threshold))
         d1 = cluster.start(cluster.serve("decode1", "decode"))[0]
         router = cluster.start(cluster.router("router", [p1, p2], [d1]))[0]
-        expect_equal(run_batch(router.base_url, bodies), want, "through the router")
+        expect_equal(run_batch(router.base_url, bodies), want, "through the router", args.gpu)
 
         # A long prefix asked twice goes to the prefill instance that computed it the first time.
         long_prefix = prompt_text(99, 240)
@@ -380,7 +383,16 @@ def wait_unhealthy(router, worker, within_s=10):
         time.sleep(0.2)
 
 
-def check_survivors(outputs, want, what):
+def same_output(got, want, gpu):
+    """Exact on the CPU. On a GPU a near-tie may resolve differently in another batch (the GPU's
+    kernels differ by batch size), and a long greedy answer then goes its own way from there: the
+    first GPU_SAME_CHARS characters must agree."""
+    if got == want or not gpu:
+        return got == want
+    return got[0] == want[0] == 200 and got[1][:GPU_SAME_CHARS] == want[1][:GPU_SAME_CHARS]
+
+
+def check_survivors(outputs, want, what, gpu=False):
     """Failed requests say why; every completed one equals the single server's; some completed."""
     completed = 0
     for status, text in outputs:
@@ -389,7 +401,8 @@ def check_survivors(outputs, want, what):
             break
     for i, ((status, text), w) in enumerate(zip(outputs, want)):
         if status == 200:
-            check((status, text) == w, f"{what}: request {i} completed with {text!r}, the single server gave {w[1]!r}")
+            check(same_output((status, text), w, gpu),
+                  f"{what}: request {i} completed with {text!r}, the single server gave {w[1]!r}")
             completed += 1
         else:
             check(text, f"{what}: request {i} failed without a message (status {status})")
@@ -411,14 +424,14 @@ def scenario_kill_decode(args):
         (p,), (d1, d2) = fault_instances(cluster, 1, 2)
         router = cluster.start(cluster.router("router", [p], [d1, d2]))[0]
         outputs = run_with_fault(router, bodies, lambda: d1.kill(), victim=d1)
-        completed = check_survivors(outputs, want, "decode instance killed")
+        completed = check_survivors(outputs, want, "decode instance killed", args.gpu)
         # Requests the dead instance held fail, or are retried on the other when their client has had
         # nothing yet (a whole answer, or a stream before its first token).
         print(f"  kill_decode: {completed} of {len(bodies)} completed", flush=True)
         wait_unhealthy(router, d1)
         wait_no_pages_held([p, d2], 3 * FAULT_TIMEOUT_S)
         # The router stops sending to the dead instance: the next batch completes in full.
-        expect_equal(run_batch(router.base_url, bodies[:8]), want[:8], "after the decode instance died")
+        expect_equal(run_batch(router.base_url, bodies[:8]), want[:8], "after the decode instance died", args.gpu)
     finally:
         cluster.stop()
 
@@ -433,11 +446,11 @@ def scenario_kill_prefill(args):
         (p1, p2), (d,) = fault_instances(cluster, 2, 1)
         router = cluster.start(cluster.router("router", [p1, p2], [d]))[0]
         outputs = run_with_fault(router, bodies, lambda: p1.kill(), victim=p1)
-        completed = check_survivors(outputs, want, "prefill instance killed")
+        completed = check_survivors(outputs, want, "prefill instance killed", args.gpu)
         print(f"  kill_prefill: {completed} of {len(bodies)} completed", flush=True)
         wait_unhealthy(router, p1)
         wait_no_pages_held([p2, d], 3 * FAULT_TIMEOUT_S)
-        expect_equal(run_batch(router.base_url, bodies[:8]), want[:8], "after the prefill instance died")
+        expect_equal(run_batch(router.base_url, bodies[:8]), want[:8], "after the prefill instance died", args.gpu)
     finally:
         cluster.stop()
 
@@ -454,7 +467,7 @@ def scenario_timeout(args):
             d1.kill(signal.SIGSTOP)
             threading.Timer(2 * FAULT_TIMEOUT_S, lambda: d1.kill(signal.SIGCONT)).start()
         outputs = run_with_fault(router, bodies, stall, victim=d1)
-        check_survivors(outputs, want, "decode instance stalled")
+        check_survivors(outputs, want, "decode instance stalled", args.gpu)
         time.sleep(2 * FAULT_TIMEOUT_S + 1)
         wait_no_pages_held([p, d1, d2], 3 * FAULT_TIMEOUT_S)
     finally:
