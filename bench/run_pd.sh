@@ -63,8 +63,10 @@ run_model() {  # run_model NAME MODEL_FLAGS...
   stop_all
   python3 - "$single" "$results/serve_pd_run_${name}_$gpu.json" "$pd" "$name" \
     "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY'
-import json, sys
+import datetime, json, os, subprocess, sys
 single_path, pd_path, out, name, device = sys.argv[1:6]
+commit = os.environ.get("DSINFER_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                            text=True).stdout.strip() or "unknown"
 single, pd = json.load(open(single_path)), json.load(open(pd_path))
 keys = ["completed", "failed", "output_throughput", "request_goodput", "goodput_qpm", "qpm", "median_ttft_ms",
         "p90_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p90_tpot_ms", "p99_tpot_ms", "median_e2e_ms", "p99_e2e_ms"]
@@ -75,7 +77,8 @@ for k in keys:
 for k in ("output_throughput", "goodput_qpm"):
     if figures[f"ifb_{k}"]:
         figures[f"pd_vs_ifb_{k}"] = figures[f"pd_{k}"] / figures[f"ifb_{k}"]
-result = {"benchmark": "pd_serving", "device": f"cuda: {device} (one GPU)",
+result = {"benchmark": "pd_serving", "device": f"cuda: {device} (one GPU)", "commit": commit,
+          "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
           "config": {"model": name, "load": single["config"],
                      "pd": "dsinfer router + a prefill (gpu-memory-utilization 0.4) and a decode instance (the rest "
                            "of 0.8) on the same GPU, pages by UCX CUDA IPC, whole sends",
