@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/serve_flags.h"
+#include "cli/flags_testing.h"
 #include "core/error.h"
 
 namespace dsinfer::cli {
@@ -15,21 +16,11 @@ namespace {
 // serve's flags parsed from `args` and checked as serve checks them; then the settings.
 DisaggregationSettings settings(std::vector<std::string> args) {
   args.insert(args.begin(), "/m");
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  Flags flags = serve_flags();
-  EXPECT_TRUE(flags.parse(static_cast<int>(argv.size()), argv.data()));
-  check_serve_flags(flags);
-  return disaggregation_settings(flags);
+  return disaggregation_settings(flag_testing::parsed_serve_flags(std::move(args)));
 }
 
 std::string refusal(std::vector<std::string> args) {
-  try {
-    settings(std::move(args));
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
+  return flag_testing::error_of([&] { settings(std::move(args)); });
 }
 
 TEST(DisaggregationFlags, BothPhasesByDefault) {

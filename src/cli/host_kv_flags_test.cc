@@ -8,29 +8,17 @@
 #include <vector>
 
 #include "cli/serve_flags.h"
+#include "cli/flags_testing.h"
 #include "core/error.h"
 
 namespace dsinfer::cli {
 namespace {
 
-// serve's flags parsed from `args` and checked as serve checks them.
-Flags parsed(std::vector<std::string> args) {
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  Flags flags = serve_flags();
-  EXPECT_TRUE(flags.parse(static_cast<int>(argv.size()), argv.data()));
-  check_serve_flags(flags);
-  return flags;
-}
+Flags parsed(std::vector<std::string> args) { return flag_testing::parsed_serve_flags(std::move(args)); }
 
 // The message of the Error that checking `args` throws ("" when none).
 std::string refusal(std::vector<std::string> args) {
-  try {
-    parsed(std::move(args));
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
+  return flag_testing::error_of([&] { parsed(std::move(args)); });
 }
 
 constexpr int64_t kGiB = int64_t{1} << 30;

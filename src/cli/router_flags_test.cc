@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/flags_testing.h"
 #include "core/error.h"
 
 namespace dsinfer::cli {
@@ -20,12 +21,7 @@ std::optional<router::RouterOptions> parsed(std::vector<std::string> args, const
 
 // The message of the Error that parsing `args` throws ("" when none).
 std::string refusal(std::vector<std::string> args) {
-  try {
-    parsed(std::move(args));
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
+  return flag_testing::error_of([&] { parsed(std::move(args)); });
 }
 
 TEST(RouterFlags, PrefillUrlsTakeAnOptionalBootstrapPortAsSglangsRouterDoes) {

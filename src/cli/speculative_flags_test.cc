@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/serve_flags.h"
+#include "cli/flags_testing.h"
 #include "core/error.h"
 
 namespace dsinfer::cli {
@@ -19,12 +20,7 @@ using Mode = runtime::SpeculativeConfig::Mode;
 // serve's flags parsed from `args` and checked as serve checks them; then what they ask for.
 SpeculativeRequest served(std::vector<std::string> args) {
   args.insert(args.begin(), "/m");
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  Flags flags = serve_flags();
-  EXPECT_TRUE(flags.parse(static_cast<int>(argv.size()), argv.data()));
-  check_serve_flags(flags);
-  return speculative_request(flags);
+  return speculative_request(flag_testing::parsed_serve_flags(std::move(args)));
 }
 
 // The same through the speculative flags alone, as generate and eval declare them.
@@ -39,12 +35,7 @@ SpeculativeRequest bare(std::vector<std::string> args) {
 
 // The message of the Error that serve's check of `args` throws ("" when none).
 std::string refusal(std::vector<std::string> args) {
-  try {
-    served(std::move(args));
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
+  return flag_testing::error_of([&] { served(std::move(args)); });
 }
 
 bool says(const std::string& message, const std::string& part) { return message.find(part) != std::string::npos; }

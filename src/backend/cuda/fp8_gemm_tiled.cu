@@ -14,6 +14,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_gemm_tiled_kernel.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tensor_map.h"
 #include "core/error.h"
 
@@ -178,17 +179,8 @@ void fp8_tiled_gemm(const Fp8WgmmaGemm& g, const Fp8TiledConfig& config, cudaStr
   const int smem = smem_bytes(b.stage_bytes, b.scale_slot_bytes, b.staging_bytes, stages);
   // A function attribute, not a stream operation: legal (and cheap) during graph capture.
   DSINFER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaLaunchConfig_t launch = {};
-  launch.gridDim = dim3(static_cast<unsigned>(blocks));
-  launch.blockDim = dim3(b.threads);
-  launch.dynamicSmemBytes = smem;
-  launch.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  launch.attrs = attribute;
-  launch.numAttrs = g.programmatic ? 1 : 0;
-  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, q_map, w_map, y_map, p));
+  ProgrammaticLaunch launch(dim3(static_cast<unsigned>(blocks)), dim3(b.threads), smem, stream, g.programmatic);
+  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, kernel, q_map, w_map, y_map, p));
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 

@@ -596,17 +596,9 @@ void fp8_wgmma_gemm(const Fp8WgmmaGemm& g, const Fp8WgmmaTiling& tiling, cudaStr
   const int smem = smem_bytes(tiling.rows, tiling.bn, p.stages, kb_per_split);
   // A function attribute, not a stream operation: legal (and cheap) during graph capture.
   DSINFER_CUDA_CHECK(cudaFuncSetAttribute(b.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(g.groups * n_tiles * tiling.splits * m_tiles));
-  config.blockDim = dim3(b.threads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = g.programmatic ? 1 : 0;
-  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&config, b.kernel, w_map, q_map, p));
+  ProgrammaticLaunch launch(dim3(static_cast<unsigned>(g.groups * n_tiles * tiling.splits * m_tiles)), dim3(b.threads),
+                            smem, stream, g.programmatic);
+  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, b.kernel, w_map, q_map, p));
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 

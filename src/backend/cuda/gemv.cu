@@ -206,16 +206,9 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
 template <typename W, typename Out, int kTeam, int kRows, int kSplit, int kLoads>
 void launch(const Params& params, bool programmatic, cudaStream_t stream) {
   constexpr int kRowsPerBlock = (kWarps / kSplit) * (kWarpSize / kTeam) * kRows;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>((params.total_rows + kRowsPerBlock - 1) / kRowsPerBlock));
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = programmatic ? 1 : 0;
-  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&config, gemv_kernel<W, Out, kTeam, kRows, kSplit, kLoads>, params));
+  ProgrammaticLaunch launch(dim3(static_cast<unsigned>((params.total_rows + kRowsPerBlock - 1) / kRowsPerBlock)),
+                            dim3(kThreads), 0, stream, programmatic);
+  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, gemv_kernel<W, Out, kTeam, kRows, kSplit, kLoads>, params));
 }
 
 using Launcher = void (*)(const Params&, bool, cudaStream_t);

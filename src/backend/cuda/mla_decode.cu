@@ -636,16 +636,8 @@ void mla_decode(const MlaDecodeArgs& args, MlaDecodeKernel kernel, cudaStream_t 
       launch_tc<1, 4>(p, args.tokens, stream);
   }
   if (splits > 1) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(args.heads, args.tokens);
-    config.blockDim = dim3(kCombineThreads);
-    config.stream = stream;
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[0].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
-    DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&config, mla_decode_combine_kernel, p));
+    ProgrammaticLaunch launch(dim3(args.heads, args.tokens), dim3(kCombineThreads), 0, stream);
+    DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, mla_decode_combine_kernel, p));
   }
 }
 

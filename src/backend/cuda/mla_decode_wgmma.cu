@@ -680,17 +680,9 @@ void launch_mla_decode_wgmma(const MlaDecodeParams& p, int tokens, cudaStream_t 
   // A function attribute, not a stream operation: legal (and cheap) during graph capture.
   DSINFER_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           kSmemBytes));
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((p.heads + kHeads - 1) / kHeads, p.num_splits, tokens);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&config, mla_decode_wgmma_kernel, q_map, cache_map, p));
+  ProgrammaticLaunch launch(dim3((p.heads + kHeads - 1) / kHeads, p.num_splits, tokens), dim3(kThreads), kSmemBytes,
+                            stream);
+  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, mla_decode_wgmma_kernel, q_map, cache_map, p));
 }
 
 }  // namespace dsinfer::backend::cuda

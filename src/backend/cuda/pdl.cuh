@@ -8,7 +8,32 @@
 // Both are no-ops when the launch was not programmatic, and CUDA graphs keep the dependency.
 #pragma once
 
+#include <cuda_runtime.h>
+
 namespace dsinfer::backend::cuda {
+
+// cudaLaunchKernelEx's configuration for a launch with programmatic stream serialization (or an
+// ordinary one when `programmatic` is false). The configuration points at the attribute it holds,
+// so it is neither copied nor moved:
+//   ProgrammaticLaunch launch(grid, block, smem, stream);
+//   DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, kernel, args...));
+struct ProgrammaticLaunch {
+  cudaLaunchAttribute attribute[1] = {};
+  cudaLaunchConfig_t config = {};
+
+  ProgrammaticLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool programmatic = true) {
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = programmatic ? 1 : 0;
+  }
+  ProgrammaticLaunch(const ProgrammaticLaunch&) = delete;
+  ProgrammaticLaunch& operator=(const ProgrammaticLaunch&) = delete;
+};
 
 __device__ __forceinline__ void allow_dependent_launch() { asm volatile("griddepcontrol.launch_dependents;"); }
 
