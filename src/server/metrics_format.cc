@@ -180,9 +180,18 @@ void add_host_kv_cache(Exposition& out, const runtime::HostKvStats& host) {
 
 }  // namespace
 
+// Issue 14: a prefill instance's pushes of prompts' pages to decode instances.
+void add_kv_pushes(Exposition& out, const runtime::EngineStats& stats) {
+  out.counter("dsinfer:kv_pushes", "Prompts whose KV pages this prefill instance pushed to a decode instance.",
+              static_cast<double>(stats.kv_pushes));
+  out.counter("dsinfer:kv_layerwise_pushes", "Of those, prompts sent layer by layer while later layers computed.",
+              static_cast<double>(stats.kv_layerwise_pushes));
+}
+
 std::string format_prometheus(const runtime::Metrics& metrics, const runtime::EngineStats& stats,
                               std::string_view model_name, std::span<const ExtraGauge> extra,
-                              const runtime::SpeculativeConfig& speculative) {
+                              const runtime::SpeculativeConfig& speculative,
+                              runtime::DisaggregationMode disaggregation) {
   Exposition out(model_name);
   out.gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
             static_cast<double>(stats.running));
@@ -234,6 +243,7 @@ std::string format_prometheus(const runtime::Metrics& metrics, const runtime::En
                 metrics.iteration_tokens.snapshot());
   if (speculative.enabled()) add_spec_decode(out, metrics, speculative.num_tokens);
   if (stats.host_kv.capacity_bytes > 0) add_host_kv_cache(out, stats.host_kv);
+  if (disaggregation == runtime::DisaggregationMode::kPrefill) add_kv_pushes(out, stats);
   for (const ExtraGauge& gauge : extra) out.gauge(gauge.name, gauge.help, gauge.value);
   return out.take();
 }

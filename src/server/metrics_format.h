@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/disaggregation.h"
 #include "runtime/engine.h"
 #include "runtime/metrics.h"
 #include "runtime/speculative.h"
@@ -40,9 +41,11 @@ struct ExtraGauge {
   double value = 0.0;
 };
 
+// A prefill instance (disaggregation) adds dsinfer:kv_pushes_total and dsinfer:kv_layerwise_pushes_total.
 std::string format_prometheus(const runtime::Metrics& metrics, const runtime::EngineStats& stats,
                               std::string_view model_name, std::span<const ExtraGauge> extra = {},
-                              const runtime::SpeculativeConfig& speculative = {});
+                              const runtime::SpeculativeConfig& speculative = {},
+                              runtime::DisaggregationMode disaggregation = runtime::DisaggregationMode::kNone);
 
 // vllm:cache_config_info's labels, under vLLM's names (num_gpu_blocks counts the KV pages wherever
 // they live; booleans read True/False, as Python writes them).

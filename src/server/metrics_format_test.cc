@@ -195,6 +195,20 @@ TEST(MetricsFormat, RendersTheHostKvTierOnlyWhenItIsOn) {
   EXPECT_EQ(format_prometheus(metrics, runtime::EngineStats{}, "dsv3").find("host_kv"), std::string::npos);
 }
 
+TEST(MetricsFormat, RendersAPrefillInstancesPushesOnlyThere) {
+  runtime::Metrics metrics;
+  runtime::EngineStats stats;
+  stats.kv_pushes = 7;
+  stats.kv_layerwise_pushes = 2;
+  std::map<std::string, double> samples =
+      samples_of(format_prometheus(metrics, stats, "dsv3", {}, {}, runtime::DisaggregationMode::kPrefill));
+  const std::string m = "{model_name=\"dsv3\"}";
+  EXPECT_EQ(samples.at("dsinfer:kv_pushes_total" + m), 7);
+  EXPECT_EQ(samples.at("dsinfer:kv_layerwise_pushes_total" + m), 2);
+  for (runtime::DisaggregationMode mode : {runtime::DisaggregationMode::kNone, runtime::DisaggregationMode::kDecode})
+    EXPECT_EQ(format_prometheus(metrics, stats, "dsv3", {}, {}, mode).find("kv_pushes"), std::string::npos);
+}
+
 TEST(MetricsFormat, RendersTheCacheConfigAsAnInfoGauge) {
   std::string text = format_cache_config_info({64, 1234, false, "auto"}, "dsv3");
   EXPECT_EQ(text,

@@ -525,7 +525,8 @@ void OpenAIServer::Impl::metrics(HttpResponder& responder) {
   runtime::Engine& engine = *served_model.engine;
   const runtime::EngineStats stats = engine.stats();
   std::string text =
-      format_prometheus(engine.metrics(), stats, options.served_model_name, extra, engine.config().speculative);
+      format_prometheus(engine.metrics(), stats, options.served_model_name, extra, engine.config().speculative,
+                        engine.config().disaggregation.mode);
   text += format_cache_config_info(
       {model::kPageSize, stats.total_pages, engine.config().enable_prefix_caching, options.kv_cache_dtype},
       options.served_model_name);

@@ -270,6 +270,15 @@ def wait_no_pages_held(processes, within_s):
         time.sleep(0.2)
 
 
+def metric(process, name):
+    """A counter or gauge of `process`'s /metrics (its one sample)."""
+    status, text = get(process.base_url + "/metrics")
+    check(status == 200, f"{process.name} /metrics: {status}")
+    match = re.search(r"^" + re.escape(name) + r"(?:\{[^}]*\})? ([0-9.e+]+)$", text, re.M)
+    check(match is not None, f"{process.name} /metrics has no {name}")
+    return float(match.group(1))
+
+
 def prefix_hits(process):
     status, text = get(process.base_url + "/metrics")
     check(status == 200, f"{process.name} /metrics: {status}")
@@ -343,6 +352,8 @@ def scenario_equal(args):
         d1 = cluster.start(cluster.serve("decode1", "decode"))[0]
         router = cluster.start(cluster.router("router", [p1, p2], [d1]))[0]
         expect_equal(run_batch(router.base_url, bodies), want, "through the router", args.gpu)
+        pushes = sum(metric(p, "dsinfer:kv_pushes_total") for p in (p1, p2))
+        check(pushes >= len(bodies), f"the prefill instances count {pushes} pushes for {len(bodies)} requests")
 
         # A long prefix asked twice goes to the prefill instance that computed it the first time.
         long_prefix = prompt_text(99, 240)
