@@ -49,19 +49,6 @@ constexpr int64_t kRowBytes = 576 * 2;
 constexpr int64_t kPageBytes = kPageTokens * kRowBytes;  // 73,728
 using Clock = std::chrono::steady_clock;
 
-// The control plane's blobs (binary) inside JSON text.
-std::string hex_encode(const std::string& bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) out += {kDigits[c >> 4], kDigits[c & 15]};
-  return out;
-}
-std::string hex_decode(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  return out;
-}
-
 void cuda(cudaError_t status, const char* what) {
   DSINFER_CHECK(status == cudaSuccess, what, ": ", cudaGetErrorString(status));
 }
@@ -107,12 +94,12 @@ int decode_side(const Plan& plan, int from_parent, int to_parent) {
     std::vector<void*> layers(plan.layers);
     auto agent = transfer::make_ucx_transfer({plan.transports});
     Json hello = Json::object();
-    hello["address"] = hex_encode(agent->address());
+    hello["address"] = transfer::blob_to_hex(agent->address());
     hello["regions"] = Json::array();
     for (int64_t l = 0; l < plan.layers; ++l) {
       cuda(cudaMalloc(&layers[l], layer_bytes), "cudaMalloc (decode cache)");
       cuda(cudaMemset(layers[l], 0, layer_bytes), "cudaMemset");
-      hello["regions"].push_back(hex_encode(agent->describe(agent->register_memory(layers[l], layer_bytes,
+      hello["regions"].push_back(transfer::blob_to_hex(agent->describe(agent->register_memory(layers[l], layer_bytes,
                                                                                  transfer::MemoryKind::kDevice))));
     }
     cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -185,9 +172,12 @@ int prefill_side(const Plan& plan, int to_child, int from_child, const std::stri
     local[l] = agent->register_memory(layers[l], layer_bytes, transfer::MemoryKind::kDevice);
   }
   Json hello = Json::parse(receive(from_child));
-  const int peer = agent->connect(hex_decode(hello["address"].as_string()));
+  const int peer = agent->connect(transfer::blob_from_hex(hello["address"].as_string(), "the decode side's address"));
   std::vector<int> remote(plan.layers);
-  for (int64_t l = 0; l < plan.layers; ++l) remote[l] = agent->import(peer, hex_decode(hello["regions"].at(static_cast<size_t>(l)).as_string()));
+  for (int64_t l = 0; l < plan.layers; ++l) {
+    const std::string& region = hello["regions"].at(static_cast<size_t>(l)).as_string();
+    remote[l] = agent->import(peer, transfer::blob_from_hex(region, "a region"));
+  }
   // The ceiling on buffers of their own (1 GiB each way), never the cache's pages.
   void* copy_from = nullptr;
   void* copy_to = nullptr;

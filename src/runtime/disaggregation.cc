@@ -9,36 +9,6 @@
 namespace dsinfer::runtime {
 namespace {
 
-// Blobs are bytes; the control plane's JSON carries them in hex.
-std::string to_hex(const transfer::Blob& blob) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string text;
-  text.reserve(blob.size() * 2);
-  for (unsigned char byte : blob) {
-    text += kDigits[byte >> 4];
-    text += kDigits[byte & 15];
-  }
-  return text;
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-transfer::Blob from_hex(const std::string& text, const char* what) {
-  DSINFER_CHECK(text.size() % 2 == 0, "KV destination: ", what, " is not hex (", text.size(), " digits)");
-  transfer::Blob blob(text.size() / 2, '\0');
-  for (size_t i = 0; i < blob.size(); ++i) {
-    const int high = hex_digit(text[2 * i]), low = hex_digit(text[2 * i + 1]);
-    DSINFER_CHECK(high >= 0 && low >= 0, "KV destination: ", what, " is not hex (at digit ", 2 * i, ")");
-    blob[i] = static_cast<char>(high << 4 | low);
-  }
-  return blob;
-}
-
 const Json& member(const Json& object, std::string_view key, const char* what) {
   const Json* value = object.find(key);
   DSINFER_CHECK(value != nullptr, what, ": '", key, "' is missing");
@@ -63,8 +33,8 @@ std::string KvDestination::to_string() const {
   for (int32_t page : pages) pages_json.push_back(Json(page));
   Json object = Json::object();
   object["room"] = room;
-  object["agent_address"] = to_hex(agent_address);
-  object["cache_description"] = to_hex(cache_description);
+  object["agent_address"] = transfer::blob_to_hex(agent_address);
+  object["cache_description"] = transfer::blob_to_hex(cache_description);
   object["pages"] = std::move(pages_json);
   object["first_token"] = first_token;
   object["drafts"] = drafts;
@@ -77,9 +47,11 @@ KvDestination KvDestination::from_string(std::string_view text) {
   KvDestination destination;
   destination.room = member(object, "room", "KV destination").as_string();
   check_room(destination.room, "KV destination");
-  destination.agent_address = from_hex(member(object, "agent_address", "KV destination").as_string(), "agent_address");
+  destination.agent_address = transfer::blob_from_hex(member(object, "agent_address", "KV destination").as_string(),
+                                                        "KV destination: agent_address");
   destination.cache_description =
-      from_hex(member(object, "cache_description", "KV destination").as_string(), "cache_description");
+      transfer::blob_from_hex(member(object, "cache_description", "KV destination").as_string(),
+                              "KV destination: cache_description");
   for (const Json& page : member(object, "pages", "KV destination").as_array()) {
     const int64_t id = page.as_int();
     DSINFER_CHECK(id >= 0 && id <= std::numeric_limits<int32_t>::max(), "KV destination: page ", id);

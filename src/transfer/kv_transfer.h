@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dsinfer::transfer {
@@ -33,6 +34,11 @@ struct Write {
 // The writes in their order, each merged into the one before when it continues it in both memories:
 // a run of consecutive pages becomes one large transfer. Empty writes are dropped.
 std::vector<Write> merge_contiguous(std::span<const Write> writes);
+
+// A blob in lowercase hex, for control planes that carry text (JSON); blob_from_hex reads either
+// case and throws dsinfer::Error naming `what` for anything else.
+std::string blob_to_hex(const Blob& blob);
+Blob blob_from_hex(std::string_view text, std::string_view what);
 
 enum class TransferState : uint8_t { kInFlight, kDone, kFailed };
 

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "core/error.h"
+
 namespace dsinfer::transfer {
 namespace {
 
@@ -17,6 +19,16 @@ TEST(MergeContiguous, JoinsWritesThatContinueEachOtherInBothMemories) {
   const std::vector<Write> expected = {{0, 4096, 3072}, {3072, 9000, 1024}, {8192, 10024, 1536}};
   EXPECT_EQ(merge_contiguous(writes), expected);
   EXPECT_TRUE(merge_contiguous({}).empty());
+}
+
+TEST(BlobHex, RoundTripsEveryByteAndRefusesWhatIsNotHex) {
+  Blob every(256, '\0');
+  for (int i = 0; i < 256; ++i) every[i] = static_cast<char>(i);
+  EXPECT_EQ(blob_from_hex(blob_to_hex(every), "all bytes"), every);
+  EXPECT_EQ(blob_to_hex(Blob("\x01\xab", 2)), "01ab");
+  EXPECT_EQ(blob_from_hex("01AB", "upper case"), Blob("\x01\xab", 2));
+  EXPECT_THROW(blob_from_hex("abc", "odd"), Error);
+  EXPECT_THROW(blob_from_hex("zz", "not hex"), Error);
 }
 
 }  // namespace

@@ -478,49 +478,34 @@ def check_survivors(outputs, want, what, gpu=False):
     return completed
 
 
-def router_healthy_workers(router):
-    status, text = get(router.base_url + "/metrics")
-    check(status == 200, f"router /metrics: {status}")
-    return text
+def kill_one(args, role, bodies):
+    """kill -9 of one of two `role` instances while `bodies` run through the router."""
+    cluster = Cluster(args, f"kill_{role}")
+    try:
+        _, want = reference_outputs(cluster, bodies)
+        prefills, decodes = fault_instances(cluster, 2 if role == "prefill" else 1, 2 if role == "decode" else 1)
+        router = cluster.start(cluster.router("router", prefills, decodes))[0]
+        victim = (prefills if role == "prefill" else decodes)[0]
+        outputs = run_with_fault(router, bodies, victim.kill, victim=victim)
+        # Requests the dead instance held fail, or are retried on another when their client has had
+        # nothing yet (a whole answer, or a stream before its first token).
+        completed = check_survivors(outputs, want, f"{role} instance killed", args.gpu)
+        print(f"  kill_{role}: {completed} of {len(bodies)} completed", flush=True)
+        wait_unhealthy(router, victim)
+        wait_no_pages_held([p for p in prefills + decodes if p is not victim], 3 * FAULT_TIMEOUT_S)
+        # The router stops sending to the dead instance: the next batch completes in full.
+        expect_equal(run_batch(router.base_url, bodies[:8]), want[:8], f"after the {role} instance died", args.gpu)
+    finally:
+        cluster.stop()
 
 
 def scenario_kill_decode(args):
-    cluster = Cluster(args, "kill_decode")
-    try:
-        bodies = [dict(completion_body(i), max_tokens=160) for i in range(24)]
-        _, want = reference_outputs(cluster, bodies)
-        (p,), (d1, d2) = fault_instances(cluster, 1, 2)
-        router = cluster.start(cluster.router("router", [p], [d1, d2]))[0]
-        outputs = run_with_fault(router, bodies, lambda: d1.kill(), victim=d1)
-        completed = check_survivors(outputs, want, "decode instance killed", args.gpu)
-        # Requests the dead instance held fail, or are retried on the other when their client has had
-        # nothing yet (a whole answer, or a stream before its first token).
-        print(f"  kill_decode: {completed} of {len(bodies)} completed", flush=True)
-        wait_unhealthy(router, d1)
-        wait_no_pages_held([p, d2], 3 * FAULT_TIMEOUT_S)
-        # The router stops sending to the dead instance: the next batch completes in full.
-        expect_equal(run_batch(router.base_url, bodies[:8]), want[:8], "after the decode instance died", args.gpu)
-    finally:
-        cluster.stop()
+    kill_one(args, "decode", [dict(completion_body(i), max_tokens=160) for i in range(24)])
 
 
 def scenario_kill_prefill(args):
-    cluster = Cluster(args, "kill_prefill")
-    try:
-        # Long prompts, so that the prefill instances are busy when one dies; a request cut there is
-        # retried on the other when its client has had nothing yet, or fails saying why.
-        bodies = [dict(completion_body(6 * i + 5), max_tokens=24) for i in range(24)]
-        _, want = reference_outputs(cluster, bodies)
-        (p1, p2), (d,) = fault_instances(cluster, 2, 1)
-        router = cluster.start(cluster.router("router", [p1, p2], [d]))[0]
-        outputs = run_with_fault(router, bodies, lambda: p1.kill(), victim=p1)
-        completed = check_survivors(outputs, want, "prefill instance killed", args.gpu)
-        print(f"  kill_prefill: {completed} of {len(bodies)} completed", flush=True)
-        wait_unhealthy(router, p1)
-        wait_no_pages_held([p2, d], 3 * FAULT_TIMEOUT_S)
-        expect_equal(run_batch(router.base_url, bodies[:8]), want[:8], "after the prefill instance died", args.gpu)
-    finally:
-        cluster.stop()
+    # Long prompts, so that the prefill instances are busy when one dies.
+    kill_one(args, "prefill", [dict(completion_body(6 * i + 5), max_tokens=24) for i in range(24)])
 
 
 def scenario_timeout(args):
