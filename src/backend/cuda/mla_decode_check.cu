@@ -124,6 +124,14 @@ std::vector<Case> all_cases() {
   cases.push_back(ragged_case("H=64 ragged", {1, 65, 300, 2048, 0}, 64));
   cases.push_back(ragged_case("H=16 ragged", {1, 65, 300}, 16));
   cases.push_back(ragged_case("H=96 ragged (a 32-head block)", {1, 65, 300, 1000}, 96));
+  // A 4-head model (the bundled one): a 64-head block spans 16 tokens' heads. Decode batches as its
+  // graphs pad them (rows of context 1 after the real ones) and as they come, at every split count.
+  for (int tokens : {1, 2, 3, 5, 8, 13, 16, 24, 40}) {
+    std::mt19937 rng(static_cast<unsigned>(tokens));
+    std::vector<int> contexts;
+    for (int t = 0; t < tokens; ++t) contexts.push_back(t % 4 == 3 ? 1 : 560 + static_cast<int>(rng() % 460));
+    cases.push_back(ragged_case("H=4 ragged T=" + std::to_string(tokens), contexts, 4));
+  }
   return cases;
 }
 
