@@ -3,15 +3,15 @@
 // device memory), against the device-to-device copy bandwidth measured in the same run.
 //
 //   kv_transfer_bench [--layers 61] [--isl 4096,16384,32768] [--runs 5] [--transports cuda_ipc,cuda_copy,tcp]
-//                     [--layer-ms 0] [--out FILE] [--check]
+//                     [--layer-ms 0] [--pages random|pool] [--out FILE] [--check]
 //
 // The process forks before either touches CUDA; the child is the decode instance: it allocates its
 // cache (DeepSeek-V3's rows: 576 bf16 a token, 64-token pages, one region a layer), registers it
 // as device memory and hands its address and regions to the parent through a pipe (the control
 // plane). The parent is the prefill instance: its cache holds a pattern, and for each prompt length
-// it pushes the prompt's pages into pages the decode side chose at random (scattered, as a pool
-// hands them out; runs of consecutive pages merge into one write), one transfer a layer, the note on
-// the last. Timed: from the first post to the note's arrival at the decode side (the child answers
+// it pushes the prompt's pages into pages the decode side chose at random (scattered, as a pool hands
+// them out after churn), or with --pages pool as a fresh pool hands them out on both sides (consecutive,
+// high to low, so each layer's pages merge into one write), one transfer a layer, the note on the last. Timed: from the first post to the note's arrival at the decode side (the child answers
 // on the pipe), the median of --runs. Every run's bytes are then checked on the decode side
 // (a sample of every page of every layer against the pattern); a mismatch fails the run.
 //
@@ -84,6 +84,7 @@ struct Plan {
   double layer_ms = 0;
   std::string transports;
   bool check_only = false;
+  bool pool_order = false;  // --pages pool: both sides' pages as a fresh pool hands them out
 };
 
 // The decode side: allocates and registers its cache, serves the parent's requests until "quit".
@@ -199,20 +200,23 @@ int prefill_side(const Plan& plan, int to_child, int from_child, const std::stri
   for (int64_t isl : plan.isl) {
     const int64_t pages = (isl + kPageTokens - 1) / kPageTokens;
     DSINFER_CHECK(pages <= plan.pool_pages, "ISL ", isl, " needs ", pages, " pages, the pool has ", plan.pool_pages);
-    // The prefill side's pages in order, the decode side's at random (a pool's free list).
+    // The prefill side's pages in order, the decode side's at random (a pool's free list after
+    // churn), or with --pages pool both as a fresh pool hands them out: consecutive, high to low.
     std::vector<int64_t> to(plan.pool_pages);
     std::iota(to.begin(), to.end(), 0);
     std::vector<double> whole_ms, exposed_ms;
     for (int run = 0; run < (plan.check_only ? 1 : plan.runs + 1); ++run) {
-      std::shuffle(to.begin(), to.end(), random);
+      if (!plan.pool_order) std::shuffle(to.begin(), to.end(), random);
       std::vector<transfer::Write> writes;
       Json pairs = Json::array();
       for (int64_t p = 0; p < pages; ++p) {
-        writes.push_back({static_cast<uint64_t>(p * kPageBytes), static_cast<uint64_t>(to[p] * kPageBytes),
+        const int64_t from = plan.pool_order ? pages - 1 - p : p;
+        const int64_t into = plan.pool_order ? plan.pool_pages - 1 - p : to[p];
+        writes.push_back({static_cast<uint64_t>(from * kPageBytes), static_cast<uint64_t>(into * kPageBytes),
                           static_cast<uint64_t>(kPageBytes)});
         Json pair = Json::array();
-        pair.push_back(p);
-        pair.push_back(to[p]);
+        pair.push_back(from);
+        pair.push_back(into);
         pairs.push_back(std::move(pair));
       }
       for (bool layerwise : {false, true}) {
@@ -293,7 +297,9 @@ int prefill_side(const Plan& plan, int to_child, int from_child, const std::stri
   config["transports"] = plan.transports;
   config["runs"] = plan.runs;
   config["layer_ms"] = plan.layer_ms;
-  config["pages"] = "scattered at random on the decode side; one transfer a layer, the note on the last";
+  config["pages"] = plan.pool_order ? "as a fresh pool hands them out on both sides (consecutive, high to low: one write "
+                                      "a layer); one transfer a layer, the note on the last"
+                                    : "scattered at random on the decode side; one transfer a layer, the note on the last";
   result["figures"] = figures;
   Json& anchor = result["anchor"] = Json::object();
   anchor["name"] = "device-to-device copy bandwidth of the same GPU, same run (read + write; a transfer moves a byte once)";
@@ -310,6 +316,8 @@ int run(int argc, char** argv) {
   flags.add_string("transports", "TLS", "UCX transports", false, "cuda_ipc,cuda_copy,tcp");
   flags.add_double("layer-ms", "simulated prefill time a layer, for the layer-wise figure (0: none)", 0);
   flags.add_bool("check", "one small transfer and its check, no figures");
+  flags.add_string("pages", "ORDER", "the decode side's pages: random (a pool after churn) or pool (a fresh pool's order)",
+                   false, "random");
   flags.add_string("out", "FILE", "result JSON (default bench/results/kv_transfer.json)");
   if (!flags.parse(argc - 1, argv + 1)) return 0;
   Plan plan;
@@ -320,6 +328,9 @@ int run(int argc, char** argv) {
   plan.runs = static_cast<int>(std::max<int64_t>(1, flags.get_int("runs")));
   plan.layer_ms = flags.get_double("layer-ms");
   plan.transports = flags.get_string("transports");
+  DSINFER_CHECK(flags.get_string("pages") == "random" || flags.get_string("pages") == "pool",
+                "--pages is random or pool, not '", flags.get_string("pages"), "'");
+  plan.pool_order = flags.get_string("pages") == "pool";
   plan.pool_pages = (*std::max_element(plan.isl.begin(), plan.isl.end()) + kPageTokens - 1) / kPageTokens * 2;
 
   int to_child[2], from_child[2];

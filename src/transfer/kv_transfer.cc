@@ -24,6 +24,11 @@ std::vector<Write> merge_contiguous(std::span<const Write> writes) {
         last.bytes += w.bytes;
         continue;
       }
+      // Pages listed high to low (a pool's free list hands them out so) run downwards in both.
+      if (w.local_offset + w.bytes == last.local_offset && w.remote_offset + w.bytes == last.remote_offset) {
+        last = {w.local_offset, w.remote_offset, last.bytes + w.bytes};
+        continue;
+      }
     }
     merged.push_back(w);
   }

@@ -31,8 +31,9 @@ struct Write {
   bool operator==(const Write&) const = default;
 };
 
-// The writes in their order, each merged into the one before when it continues it in both memories:
-// a run of consecutive pages becomes one large transfer. Empty writes are dropped.
+// The writes in their order, each merged into the one before when it continues it, or precedes it,
+// in both memories: a run of consecutive pages, listed upwards or downwards, becomes one large
+// transfer. Empty writes are dropped.
 std::vector<Write> merge_contiguous(std::span<const Write> writes);
 
 // A blob in lowercase hex, for control planes that carry text (JSON); blob_from_hex reads either

@@ -19,6 +19,11 @@ TEST(MergeContiguous, JoinsWritesThatContinueEachOtherInBothMemories) {
   const std::vector<Write> expected = {{0, 4096, 3072}, {3072, 9000, 1024}, {8192, 10024, 1536}};
   EXPECT_EQ(merge_contiguous(writes), expected);
   EXPECT_TRUE(merge_contiguous({}).empty());
+  // Pages listed downwards (9, 8, 7 -> 19, 18, 17) are one run too; a page that breaks it starts another.
+  const std::vector<Write> downwards = {{9 * 64, 19 * 64, 64}, {8 * 64, 18 * 64, 64}, {7 * 64, 17 * 64, 64},
+                                        {6 * 64, 15 * 64, 64}, {5 * 64, 14 * 64, 64}};
+  const std::vector<Write> runs = {{7 * 64, 17 * 64, 192}, {5 * 64, 14 * 64, 128}};
+  EXPECT_EQ(merge_contiguous(downwards), runs);
 }
 
 TEST(BlobHex, RoundTripsEveryByteAndRefusesWhatIsNotHex) {
