@@ -33,10 +33,10 @@ run() {  # run NAME TASK NUM IN_FLIGHT N [relaxed]: one eval with N draft tokens
     "${spec[@]}" --json > "$scratch/$name.json"
 }
 for in_flight in 1 32 128; do
-  num=$((in_flight == 1 ? 32 : 4 * in_flight))
+  num=$((in_flight == 1 ? 16 : 2 * in_flight))
   for n in 0 1 2 3; do run "speed_c${in_flight}_n$n" arith "$num" "$in_flight" "$n"; done
 done
-for n in 1 2 3; do run "speed_c1_n${n}_relaxed" arith 32 1 "$n" relaxed; done
+for n in 1 2 3; do run "speed_c1_n${n}_relaxed" arith 16 1 "$n" relaxed; done
 for task in arith sort count copy reverse; do
   run "acc_${task}_off" "$task" "$NUM" 128 0
   run "acc_${task}_strict" "$task" "$NUM" 128 3
@@ -72,8 +72,8 @@ for task in ("arith", "sort", "count", "copy", "reverse"):
     figures[f"{task}_n3_relaxed_points_vs_strict"] = round(
         100 * (result(f"acc_{task}_relaxed")["accuracy"] - result(f"acc_{task}_strict")["accuracy"]), 2)
 eval_result.write(f"bench/results/speculative_dsv3-tiny_{label}.json", "speculative",
-                  {"model": "models/dsv3-tiny", "device": device, "speed_task": "arith (32 problems at 1 in flight, "
-                   "4 per slot at 32 and 128)", "problems_per_task": num, "modes": "eagle (module 0 drafts every "
+                  {"model": "models/dsv3-tiny", "device": device, "speed_task": "arith (16 problems at 1 in flight, "
+                   "2 per slot at 32 and 128)", "problems_per_task": num, "modes": "eagle (module 0 drafts every "
                    "position); relaxed: top-10, delta 0.6, inside <think>", "decoding": "greedy"},
                   figures, anchor, device=f"cuda: {device_name}" if device_name else None)
 PY
