@@ -26,8 +26,12 @@ Scenarios (each starts its own processes, so that one's faults cannot leak into 
   router_restart
              kill -9 of the router with streams open: the workers see their clients go, end those
              requests and free their pages; a router started again on the same port serves as before.
+  sglang_router
+             SGLang's router (smg, the pinned sglang-router wheel in .deps/venv, which `make deps`
+             installs) in PD mode in front of two prefill instances and a decode instance, each prefill
+             instance given with its bootstrap port: the single server's outputs, every page freed.
 
-Standard library only. Every process gets a free port (--port 0 and --disaggregation-bootstrap-port
+Standard library only (SGLang's router runs from .deps/venv). Every process gets a free port (--port 0 and --disaggregation-bootstrap-port
 0; the ports are read from what they print and from /server_info) and dies with this script
 (PR_SET_PDEATHSIG).
 """
@@ -40,6 +44,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -48,6 +53,7 @@ import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_PYTHON = os.path.join(ROOT, ".deps", "venv", "bin", "python")  # SGLang's router (tools/requirements-sdk.in)
 MODEL_NAME = "dsv3-tiny"
 START_TIMEOUT_S = 90
 REQUEST_TIMEOUT_S = 120
@@ -76,7 +82,8 @@ def die_with_parent():
 class Process:
     """A dsinfer verb on a free port; its address is read from the line it prints when ready."""
 
-    def __init__(self, name, command, log_dir):
+    def __init__(self, name, command, log_dir, base_url=None):
+        """base_url: the address of a process that does not print it (SGLang's router)."""
         self.name = name
         self.command = command
         self.log_path = os.path.join(log_dir, f"{name}.log")
@@ -85,8 +92,10 @@ class Process:
         self.log.flush()
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.log, text=True,
                                         preexec_fn=die_with_parent)
-        self.base_url = None
+        self.base_url = base_url
         self.ready = threading.Event()
+        if base_url:
+            self.ready.set()
         threading.Thread(target=self._read_stdout, daemon=True).start()
 
     def _read_stdout(self):
@@ -547,9 +556,54 @@ def scenario_router_restart(args):
         cluster.stop()
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scenario_sglang_router(args):
+    check(os.access(VENV_PYTHON, os.X_OK) and
+          subprocess.run([VENV_PYTHON, "-c", "import sglang_router"], capture_output=True).returncode == 0,
+          f"SGLang's router is not installed in {os.path.dirname(os.path.dirname(VENV_PYTHON))}: run make deps")
+    cluster = Cluster(args, "sglang_router")
+    try:
+        bodies = [completion_body(i) for i in range(16)]
+        single, want = reference_outputs(cluster, bodies)
+        p1, p2 = cluster.start(cluster.serve("prefill1", "prefill"), cluster.serve("prefill2", "prefill"))
+        d1 = cluster.start(cluster.serve("decode1", "decode"))[0]
+        port = free_port()
+        command = [VENV_PYTHON, "-m", "sglang_router.launch_router", "--pd-disaggregation", "--host", "127.0.0.1",
+                   "--port", str(port), "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())]
+        for p in (p1, p2):  # each with its bootstrap port, as SGLang's prefill servers are given
+            status, text = get(p.base_url + "/server_info")
+            check(status == 200, f"{p.name} /server_info: {status}")
+            command += ["--prefill", p.base_url, str(json.loads(text)["disaggregation_bootstrap_port"])]
+        command += ["--decode", d1.base_url]
+        router = Process(f"{cluster.scenario}-smg", command, args.logs, base_url=f"http://127.0.0.1:{port}")
+        cluster.processes.append(router)
+        router.wait_healthy()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:  # its workers checked healthy
+            try:
+                status, text = get(router.base_url + "/readiness")
+                if status == 200 and json.loads(text).get("healthy_workers") == 3:
+                    break
+            except (OSError, ValueError):
+                pass
+            check(time.monotonic() < deadline, f"SGLang's router never saw its 3 workers healthy:\n{router.log_tail()}")
+            time.sleep(0.2)
+        expect_equal(run_batch(router.base_url, bodies), want, "through SGLang's router", args.gpu)
+        pushes = sum(metric(p, "dsinfer:kv_pushes_total") for p in (p1, p2))
+        check(pushes >= len(bodies), f"the prefill instances count {pushes} pushes for {len(bodies)} requests")
+        wait_no_pages_held([single, p1, p2, d1], 10)
+    finally:
+        cluster.stop()
+
+
 SCENARIOS = {"equal": scenario_equal, "layerwise": scenario_layerwise, "kill_decode": scenario_kill_decode,
              "kill_prefill": scenario_kill_prefill, "timeout": scenario_timeout,
-             "router_restart": scenario_router_restart}
+             "router_restart": scenario_router_restart, "sglang_router": scenario_sglang_router}
 
 
 def main():
