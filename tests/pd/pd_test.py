@@ -8,9 +8,8 @@ their KV pages moving over UCX's TCP transport, against a server that runs both 
 With --gpu (scripts/gpu-test.sh's `pd` step) every instance runs on the GPU, the instances of a
 scenario side by side on one device, and the pages move by CUDA IPC (UCX's cuda_ipc and cuda_copy,
 TCP for the notes); a prefill instance there sends a prompt's pages whole, so `layerwise` is left out
-(and `sglang_router`, a protocol check CI runs),
-and answers may leave the single server's at a near-tie (its top-1 margin below GPU_TIE_NATS: the
-GPU's kernels differ with the batch).
+(and `sglang_router`, a protocol check CI runs), and answers may leave the single server's at a
+near-tie (its top-1 margin below GPU_TIE_NATS: the GPU's kernels differ with the batch).
 
 Scenarios (each starts its own processes, so that one's faults cannot leak into the next):
   equal      32 concurrent greedy requests (streamed and not, chat and completions, prompts from a
