@@ -318,8 +318,8 @@ TEST(CacheFormats, Fp8CachesKeepTheBundledModelsDistributions) {
         EXPECT_EQ(argmax_row(fp8.logits[step], 0), argmax_row(ref, 0))
             << cache_format_name(format) << " step " << step << ", margin " << sorted[0] - sorted[1];
     }
-    std::printf("%s: KL from the %s cache over %zu steps: mean %.3g, worst %.3g\n",
-                std::string(cache_format_name(format)).c_str(), dtype_name(backend->compute_dtype()),
+    const std::string name(cache_format_name(format)), compute(dtype_name(backend->compute_dtype()));
+    std::printf("%s: KL from the %s cache over %zu steps: mean %.3g, worst %.3g\n", name.c_str(), compute.c_str(),
                 fp8.logits.size(), total / fp8.logits.size(), worst);
     // Measured on the CPU: fp8 mean 1.3e-3, worst 0.034; fp8_ds_mla (per-tile scales, bf16 rope) mean
     // 1.6e-4, worst 2.2e-3. The bounds leave about 3x. The GPU's fp8 also rounds Q and P to e4m3.

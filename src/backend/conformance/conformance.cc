@@ -1102,7 +1102,7 @@ void add_fp8_attention_cases(std::vector<Case>& cases, const Dims& d) {
   const int batch = d.full() ? 64 : 8;
   for (int64_t heads : {int64_t{128}, int64_t{16}}) {
     cases.push_back(absorbed_fp8_case("decode B=1 context 1", heads, {{1, 1}}));
-    cases.push_back(absorbed_fp8_case(str_cat("decode B=1 context ", longest - 3, " (split, partial last page)"), heads,
+    cases.push_back(absorbed_fp8_case(str_cat("B=1 context ", longest - 3, " (split, partial page)"), heads,
                                       {{longest - 3, 1}}));
     cases.push_back(absorbed_fp8_case(str_cat("decode B=", batch, " contexts 1..", longest), heads,
                                       random_sequences(batch, longest, 1, 1, case_seed("fp8 decode", std::to_string(heads)))));
