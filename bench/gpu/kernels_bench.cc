@@ -15,7 +15,8 @@
 //     (mla_decode_fp8.h) on the same shapes: *_fp8_us, *_fp8_tb_s (576 bytes a row), *_fp8_tflops and
 //     *_fp8_vs_bf16 (the BF16 kernel's time over the FP8 one's, same run; issue 9's bar: 1.8 at
 //     h128 q1 b128 c4096).
-//   --only mla|gemm|grouped|small|prefill runs one section.
+//   --only mla|gemm|grouped|small|prefill runs one section (benchmark kernels_<section>, written to
+//   bench/results/kernels_<section>_<gpu>.json by default).
 //   - FP8 block GEMM (GemmRunner::linear with CudaOptions' thresholds, the production path: the
 //     streaming GEMV at 1 row, our swap-AB or tiled wgmma kernels up to fp8_wgmma_max_rows, cuBLASLt
 //     with DeepSeek's block scales beyond, activations quantized inside the call), bf16 out, M from 1
@@ -435,7 +436,9 @@ int run(int argc, char** argv) {
   DSINFER_CUDA_CHECK(cudaStreamDestroy(stream));
 
   Json result;
-  result["benchmark"] = "kernels";
+  // One section's run is a benchmark of its own (kernels_mla, ...), in a file of its own by default: it
+  // never replaces the whole run's figures.
+  result["benchmark"] = only.empty() ? std::string("kernels") : str_cat("kernels_", only);
   result["device"] = gpu_device_name(0);
   Json config;
   config["runs"] = runs;
@@ -454,7 +457,9 @@ int run(int argc, char** argv) {
                         : "none for this GPU in ANCHORS.md's kernel tables";
   for (const auto& [key, value] : anchors.as_object()) anchor[key] = value;
   result["anchor"] = anchor;
-  const std::string out = flags.has("out") ? flags.get_string("out") : str_cat("bench/results/kernels_", tag, ".json");
+  const std::string out = flags.has("out") ? flags.get_string("out")
+                                           : str_cat("bench/results/", only.empty() ? "kernels" : str_cat("kernels_", only),
+                                                     "_", tag, ".json");
   write_result(out, result);
   std::printf("\nwrote %s\n", out.c_str());
   return 0;

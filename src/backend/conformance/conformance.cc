@@ -442,9 +442,11 @@ constexpr double kBoundFp8Product = 4e-3;
 // away (~6% of it, ~1e-7 of a row set's energy each). Its attention, at DeepSeek's widths, also rounds
 // q (one scale per head row) and P to e4m3 (3 mantissa bits: ~2.5% rms per value each), which on
 // these random rows (scores of ~1.6 nats' spread, zero-mean values, so the output is a small
-// average that relative errors stand out in) costs a row nmse of a few 1e-3.
+// average that relative errors stand out in) costs a row nmse of a few 1e-3: measured on an H200,
+// 1.2e-3 to 2.5e-3 over the real-shape cases, 1.3e-3 to 2.1e-3 over the small ones (2.8e-6 for the
+// reference kernel, which keeps q and P in f32). The bound leaves 2x.
 constexpr double kBoundCacheFp8 = 1e-4;
-constexpr double kBoundAttentionFp8 = 1e-2;
+constexpr double kBoundAttentionFp8 = 5e-3;
 constexpr double kBoundMoe = 1e-4;     // bf16 experts: two products, bf16 intermediates
 constexpr double kBoundMoeFp8 = 6e-3;  // FP8 experts, activations possibly FP8 at both products
 // W4A8 experts: the CPU quantizes the activations to e4m3 exactly as the GPU must (per row, or the static
@@ -1102,7 +1104,7 @@ void add_fp8_attention_cases(std::vector<Case>& cases, const Dims& d) {
   const int batch = d.full() ? 64 : 8;
   for (int64_t heads : {int64_t{128}, int64_t{16}}) {
     cases.push_back(absorbed_fp8_case("decode B=1 context 1", heads, {{1, 1}}));
-    cases.push_back(absorbed_fp8_case(str_cat("B=1 context ", longest - 3, " (split, partial page)"), heads,
+    cases.push_back(absorbed_fp8_case(str_cat("decode B=1 context ", longest - 3, " (split, partial last page)"), heads,
                                       {{longest - 3, 1}}));
     cases.push_back(absorbed_fp8_case(str_cat("decode B=", batch, " contexts 1..", longest), heads,
                                       random_sequences(batch, longest, 1, 1, case_seed("fp8 decode", std::to_string(heads)))));

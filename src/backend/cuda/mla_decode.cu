@@ -640,7 +640,7 @@ void mla_decode(const MlaDecodeArgs& args, MlaDecodeKernel kernel, cudaStream_t 
   p.scale_log2 = args.scale * kLog2e;
 
   if (p.cache_fp8) {
-    launch_mla_decode_fp8(p, args.tokens, stream, kernel != MlaDecodeKernel::kTensorCore);
+    launch_mla_decode_fp8(p, args.tokens, stream);
   } else if (kernel == MlaDecodeKernel::kSimple) {
     const dim3 grid((args.heads + kSimpleWarps - 1) / kSimpleWarps, splits, args.tokens);
     mla_decode_simple_kernel<<<grid, kSimpleWarps * 32, 0, stream>>>(p);

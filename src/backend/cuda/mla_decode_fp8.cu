@@ -44,6 +44,14 @@
 // get -inf scores by select and zero V^T rows, so garbage cannot become NaN. A token with position < 0
 // has an empty chunk: zero output (unsplit) or stats (-inf, 0).
 //
+// Measured on an H200 (kernels_bench, bench/results/kernels_mla_h200.json): correct (conformance row
+// nmse 1.2e-3..2.5e-3; error vs an f64 reference 0.026..0.039 rms, flat from 1K to 128K), but slower
+// than the BF16 kernel: 0.76-0.83x at 128 heads (h128 b128 c4096: 346 us against 272), 0.98-0.99x at
+// 16 heads. ~2.7 us a page a block: each warpgroup's transpose, softmax, scores and four chained P V
+// products run one after another, with two block barriers a page, and the tensor cores idle between.
+// The next step (branch fp8-mla-wg-transposer, not yet run correctly on a GPU): a third warpgroup that
+// loads and transposes the pages ahead of the two that score and multiply.
+//
 // Shared memory, every operand in the 128-byte-swizzled K-major layout (128 bytes of K a row, 8-row
 // atoms 1024 B apart; TMA's SWIZZLE_128B for the pages):
 //   Q        [5 tiles][64 heads][128 B] e4m3   40,960 B (tile 4: dims 512..575, bytes 64.. unused)
@@ -102,11 +110,7 @@ constexpr int kStatsOffset = kPOffset + kHeads * kRowBytes;
 constexpr int kMaxRow = 0, kQScaleRow = 2, kSumRow = 3;  // kMaxRow + wg, kSumRow + wg
 constexpr int kStatsBytes = 5 * kHeads * 4;
 constexpr int kBarrierOffset = kStatsOffset + kStatsBytes;
-// mbarriers: a page stage's TMA bytes (kKFull + stage) and its release by the MMAs and the transposer
-// (kKFree), a V^T slot's transpose (kVtFull) and its release by P V (kVtFree). The kernel without a
-// transposing warpgroup uses kKFull only.
-constexpr int kKFull = 0, kKFree = 2, kVtFull = 4, kVtFree = 6, kNumBarriers = 8;
-constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8 + 1024;  // + alignment slack
+constexpr int kSmemBytes = kBarrierOffset + 2 * 8 + 1024;  // + alignment slack
 static_assert(kSmemBytes <= 227 * 1024, "must fit Hopper's 227 KB of shared memory a block");
 
 // Named barriers (0 is __syncthreads): both warpgroups, 256 threads each.
@@ -195,7 +199,7 @@ __device__ __forceinline__ void quantize_q(const Smem& sm, const bf16* q_token, 
 
 // A page's 5 boxes into stage `stage`, counted on its barrier. One thread.
 __device__ __forceinline__ void load_page(const Smem& sm, const CUtensorMap* cache_map, int stage, int page_id) {
-  const uint32_t bar = sm.barrier(kKFull + stage);
+  const uint32_t bar = sm.barrier(stage);
   mbarrier_arrive_expect_tx(bar, kPageBytes);
   for (int t = 0; t < kTiles; ++t) tma_load_2d(sm.k_tile(stage, t), cache_map, t * kRowBytes, page_id * kKeys, bar);
 }
@@ -212,68 +216,59 @@ __device__ __forceinline__ void transpose4(uint32_t w0, uint32_t w1, uint32_t w2
   out[3] = __byte_perm(x2, x3, 0x7351);
 }
 
-// One 8 x 8 block of the page in `stage` (keys key0.., dims dim0..) -> V^T rows dim0.., key bytes
-// 64 half + key0..; keys >= valid become zeros. The lane rotates its 8 dims by s = lane % 8 (byte j
-// <- byte (j + s) % 8, two byte permutes a row with the lane's selectors) before the transpose, so
-// that its j-th store goes to dim dim0 + (j + s) % 8: a warp whose lanes take 32 consecutive dim
-// blocks of one key row loads 256 contiguous bytes at a time and stores into 8 different chunks of
-// the 128-byte swizzle (without the rotation all 32 stores would hit one chunk's banks).
-__device__ __forceinline__ void transpose_block(const Smem& sm, int stage, int half, int valid, int dim0, int key0,
-                                                int s, uint32_t select_low, uint32_t select_high) {
-  const unsigned char* tile = sm.at(sm.k_tile(stage, dim0 / kRowBytes));
-  uint32_t lo[8], hi[8];
+// This warpgroup's 256 dims of the page in `stage` -> V^T rows 256 wg .., key bytes 64 half + key;
+// keys >= valid become zeros. Thread i of the warpgroup takes the 8 x 8 blocks i and i + 128: dim
+// block i % 32 (lanes: 32 consecutive dim blocks, one key row = 256 contiguous bytes a load), key
+// block i / 32. Lane l rotates its 8 dims by s = l % 8 before the transpose, so its j-th store goes to
+// dim 8 db + (j + s) % 8 and the warp's stores land in 8 different swizzle chunks.
+__device__ __forceinline__ void transpose_v(const Smem& sm, int stage, int half, int valid, int wg, int wg_thread) {
+  const int lane = wg_thread % 32, s = lane % 8;
 #pragma unroll
-  for (int r = 0; r < 8; ++r) {
-    const int key = key0 + r;
-    uint2 v = *reinterpret_cast<const uint2*>(tile + swizzled(key, dim0 % kRowBytes));
-    if (key >= valid) v = make_uint2(0u, 0u);
-    lo[r] = __byte_perm(v.x, v.y, select_low);
-    hi[r] = __byte_perm(v.x, v.y, select_high);
-  }
-  // Column j (a dim) of the block: keys 0..3 in the low word, 4..7 in the high one; the rotated dims
-  // 0..3 (from the low words) first, stored before 4..7 are formed (registers).
-  unsigned char* vt = sm.at(sm.vt());
-  const int key_byte = kKeys * half + key0;
+  for (int b = 0; b < 2; ++b) {
+    const int block = wg_thread + kWgThreads * b;
+    const int dim0 = kDimsPerWg * wg + 8 * (block % 32), key0 = 8 * (block / 32);
+    const unsigned char* tile = sm.at(sm.k_tile(stage, dim0 / kRowBytes));
+    uint32_t lo[8], hi[8];
 #pragma unroll
-  for (int part = 0; part < 2; ++part) {
-    const uint32_t(&words)[8] = part == 0 ? lo : hi;
-    uint32_t keys_low[4], keys_high[4];
-    transpose4(words[0], words[1], words[2], words[3], keys_low);
-    transpose4(words[4], words[5], words[6], words[7], keys_high);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int dim = dim0 + ((4 * part + j + s) & 7);
-      *reinterpret_cast<uint2*>(vt + swizzled(dim, key_byte)) = make_uint2(keys_low[j], keys_high[j]);
+    for (int r = 0; r < 8; ++r) {
+      const int key = key0 + r;
+      uint2 v = *reinterpret_cast<const uint2*>(tile + swizzled(key, dim0 % kRowBytes));
+      if (key >= valid) v = make_uint2(0u, 0u);
+      // Rotate right by s bytes: byte j <- byte (j + s) % 8.
+      uint32_t a = v.x, c = v.y;
+      if (s & 4) {
+        const uint32_t swap = a;
+        a = c;
+        c = swap;
+      }
+      const int shift = 8 * (s & 3);
+      lo[r] = __funnelshift_r(a, c, shift);
+      hi[r] = __funnelshift_r(c, a, shift);
     }
-  }
-}
-
-// The byte-permute selectors of the rotation by s bytes: bytes (s .. s + 3) % 8 and (s + 4 .. s + 7) % 8
-// of a row held as two words.
-__device__ __forceinline__ void rotation_selectors(int s, uint32_t& select_low, uint32_t& select_high) {
-  select_low = select_high = 0;
+    // column j (a dim) of the 8 x 8 block: keys 0..3 in the low word, 4..7 in the high one.
+    uint32_t col_lo[8], col_hi[8];
+    {
+      uint32_t t[4];
+      transpose4(lo[0], lo[1], lo[2], lo[3], t);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    select_low |= static_cast<uint32_t>((s + i) & 7) << (4 * i);
-    select_high |= static_cast<uint32_t>((s + 4 + i) & 7) << (4 * i);
-  }
-}
-
-// `dims` dims from dim_base of the page in `stage` -> V^T slot `half`, by `threads` threads (thread
-// index `thread`): 8 x 8 blocks, the thread's blocks thread, thread + threads, ...; consecutive
-// threads take consecutive dim blocks of one key block.
-template <int kDims, int kThreadCount>
-__device__ __forceinline__ void transpose_v(const Smem& sm, int stage, int half, int valid, int dim_base, int thread) {
-  constexpr int kDimBlocks = kDims / 8;
-  static_assert(kDimBlocks % 32 == 0 && (kDimBlocks * kKeys / 8) % kThreadCount == 0);
-  const int s = thread % 8;
-  uint32_t select_low, select_high;
-  rotation_selectors(s, select_low, select_high);
-#pragma unroll 1
-  for (int b = 0; b < kDimBlocks * (kKeys / 8) / kThreadCount; ++b) {  // one block's registers at a time
-    const int block = thread + kThreadCount * b;
-    transpose_block(sm, stage, half, valid, dim_base + 8 * (block % kDimBlocks), 8 * (block / kDimBlocks), s,
-                    select_low, select_high);
+      for (int j = 0; j < 4; ++j) col_lo[j] = t[j];
+      transpose4(lo[4], lo[5], lo[6], lo[7], t);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) col_hi[j] = t[j];
+      transpose4(hi[0], hi[1], hi[2], hi[3], t);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) col_lo[4 + j] = t[j];
+      transpose4(hi[4], hi[5], hi[6], hi[7], t);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) col_hi[4 + j] = t[j];
+    }
+    unsigned char* vt = sm.at(sm.vt());
+    const int key_byte = kKeys * half + key0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int dim = dim0 + ((j + s) & 7);
+      *reinterpret_cast<uint2*>(vt + swizzled(dim, key_byte)) = make_uint2(col_lo[j], col_hi[j]);
+    }
   }
 }
 
@@ -307,40 +302,10 @@ __device__ __forceinline__ void accumulate(float (&o)[32], const float (&f)[32],
   for (int i = 0; i < 32; ++i) o[i] = fmaf(o[i], correction[(i / 2) % 2], f[i]);
 }
 
-// The thread's output: unsplit, O / sum in bf16; split, O and (max, sum) as the combine's partials.
-__device__ __forceinline__ void write_output(const MlaDecodeParams& p, int t, int split, int head0, int block_heads,
-                                             int wg, int row, int c, const float (&o)[kChunks][32],
-                                             const float (&running_max)[2], const float (&sum)[2]) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (row + 8 * h >= block_heads) continue;
-    const int head = head0 + row + 8 * h;
-    if (p.num_splits == 1) {
-      const float inverse = 1.f / sum[h];  // >= 2^8 * 1 - rounding: the max key contributes 2^8
-      bf16* out = p.out + (static_cast<size_t>(t) * p.heads + head) * kMlaLatentDim + kDimsPerWg * wg + 2 * c;
-#pragma unroll
-      for (int k = 0; k < kChunks; ++k)
-#pragma unroll
-        for (int j = 0; j < kChunkDims / 8; ++j)
-          *reinterpret_cast<__nv_bfloat162*>(out + kChunkDims * k + 8 * j) =
-              __floats2bfloat162_rn(o[k][4 * j + 2 * h] * inverse, o[k][4 * j + 2 * h + 1] * inverse);
-    } else {
-      const size_t index = mla_partial_index(t, split, head, p);
-      float* out = p.partial_out + index * kMlaLatentDim + kDimsPerWg * wg + 2 * c;
-#pragma unroll
-      for (int k = 0; k < kChunks; ++k)
-#pragma unroll
-        for (int j = 0; j < kChunkDims / 8; ++j)
-          *reinterpret_cast<float2*>(out + kChunkDims * k + 8 * j) = make_float2(o[k][4 * j + 2 * h], o[k][4 * j + 2 * h + 1]);
-      if (wg == 0 && c == 0) p.partial_stats[index] = make_float2(running_max[h], sum[h]);
-    }
-  }
-}
-
 // ---- the kernel ----
 
 __global__ void __launch_bounds__(kThreads, 1)
-    mla_decode_fp8_inline_kernel(const __grid_constant__ CUtensorMap cache_map, const MlaDecodeParams p) {
+    mla_decode_fp8_kernel(const __grid_constant__ CUtensorMap cache_map, const MlaDecodeParams p) {
   const int head0 = blockIdx.x * kHeads, split = blockIdx.y, t = blockIdx.z;
   const int block_heads = min(kHeads, p.heads - head0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -367,8 +332,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const Smem sm{base, smem_raw + (base - raw_address)};
 
   if (threadIdx.x == 0) {
-    mbarrier_init(sm.barrier(kKFull), 1);
-    mbarrier_init(sm.barrier(kKFull + 1), 1);
+    mbarrier_init(sm.barrier(0), 1);
+    mbarrier_init(sm.barrier(1), 1);
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -396,13 +361,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   float sum[2] = {0.f, 0.f};  // this thread's keys, relative to running_max, times 2^8
 
   // Prologue: S and V^T of page 0.
-  mbarrier_wait(sm.barrier(kKFull), 0);
+  mbarrier_wait(sm.barrier(0), 0);
   __syncwarp();
   fence_registers(s);
   wgmma_fence();
   issue_scores(sm, 0, wg, s);
   wgmma_commit();
-  transpose_v<kDimsPerWg, kWgThreads>(sm, 0, 0, valid_keys(0), kDimsPerWg * wg, wg_thread);
+  transpose_v(sm, 0, 0, valid_keys(0), wg, wg_thread);
   wgmma_wait<0>();
   fence_registers(s);
 
@@ -459,14 +424,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool has_next = i + 1 < num_pages;
     if (threadIdx.x == 0 && i + 2 < num_pages) load_page(sm, &cache_map, stage, pages[i + 2]);
     if (has_next) {  // S of the next page, while P V of this one runs
-      mbarrier_wait(sm.barrier(kKFull + (stage ^ 1)), ((i + 1) >> 1) & 1);
+      mbarrier_wait(sm.barrier(stage ^ 1), ((i + 1) >> 1) & 1);
       __syncwarp();
       fence_registers(s);
       wgmma_fence();
       issue_scores(sm, stage ^ 1, wg, s);
       wgmma_commit();
       // Its V^T while the tensor cores score it (before P V's accumulators are live: registers).
-      transpose_v<kDimsPerWg, kWgThreads>(sm, stage ^ 1, half ^ 1, valid_keys(i + 1), kDimsPerWg * wg, wg_thread);
+      transpose_v(sm, stage ^ 1, half ^ 1, valid_keys(i + 1), wg, wg_thread);
     }
     fence_registers(f0);
     fence_registers(f1);
@@ -510,231 +475,46 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int h = 0; h < 2; ++h) sum[h] += sm.stats(kSumRow + (wg ^ 1))[row + 8 * h];
 
-  write_output(p, t, split, head0, block_heads, wg, row, c, o, running_max, sum);
-}
-
-// ---- the kernel with a transposing warpgroup ----
-
-constexpr int kConsumerThreads = 2 * kWgThreads;
-constexpr int kProducerThreads = kWgThreads;
-constexpr int kProducerKernelThreads = kConsumerThreads + kProducerThreads;  // 384
-// Registers move from the producer to the consumers once the block starts (setmaxnreg).
-constexpr int kProducerRegisters = 48, kConsumerRegisters = 232;
-static_assert(kConsumerThreads * kConsumerRegisters + kProducerThreads * kProducerRegisters <= 65536);
-constexpr int kConsumerWarps = kConsumerThreads / 32, kProducerWarps = kProducerThreads / 32;
-constexpr int kConsumersReady = 3, kSumsReady = 4;  // named barriers of the consumers (+ kMaxReady, kPReady)
-
-// The softmax of one page's scores s (this warpgroup's 32 keys), shared with the other consumer
-// warpgroup: masked log2 scores, the page's row max over both warpgroups (through shared memory),
-// the running max, the correction of O and the sums, and P * 2^8 in e4m3 into shared memory. Ends
-// with P complete (both warpgroups' halves) behind the kPReady barrier.
-__device__ __forceinline__ void softmax_to_p(const Smem& sm, float (&s)[16], int valid, int wg, int row, int c,
-                                             const float (&q_scale)[2], float (&running_max)[2], float (&sum)[2],
-                                             float (&correction)[2]) {
-  float page_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int j = 0; j < kKeysPerWg / 8; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& value = s[4 * j + 2 * h + e];
-        value = kKeysPerWg * wg + 8 * j + 2 * c + e < valid ? value * q_scale[h] : -INFINITY;
-        page_max[h] = fmaxf(page_max[h], value);
-      }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    page_max[h] = fmaxf(page_max[h], __shfl_xor_sync(0xffffffffu, page_max[h], 1));
-    page_max[h] = fmaxf(page_max[h], __shfl_xor_sync(0xffffffffu, page_max[h], 2));
-    if (c == 0) sm.stats(kMaxRow + wg)[row + 8 * h] = page_max[h];
-  }
-  named_barrier_sync(kMaxReady, kConsumerThreads);
-  float new_max[2];
+    if (row + 8 * h >= block_heads) continue;
+    const int head = head0 + row + 8 * h;
+    if (p.num_splits == 1) {
+      const float inverse = 1.f / sum[h];  // >= 2^8 * 1 - rounding: the max key contributes 2^8
+      bf16* out = p.out + (static_cast<size_t>(t) * p.heads + head) * kMlaLatentDim + kDimsPerWg * wg + 2 * c;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float both = fmaxf(sm.stats(kMaxRow)[row + 8 * h], sm.stats(kMaxRow + 1)[row + 8 * h]);
-    new_max[h] = fmaxf(running_max[h], both);  // finite: key 0 of every page is valid
-    correction[h] = fast_exp2(running_max[h] - new_max[h]);  // 0 on the first page
-    running_max[h] = new_max[h];
-    sum[h] *= correction[h];
-  }
-  unsigned char* p_smem = sm.at(sm.p());
+      for (int k = 0; k < kChunks; ++k)
 #pragma unroll
-  for (int j = 0; j < kKeysPerWg / 8; ++j)
+        for (int j = 0; j < kChunkDims / 8; ++j)
+          *reinterpret_cast<__nv_bfloat162*>(out + kChunkDims * k + 8 * j) =
+              __floats2bfloat162_rn(o[k][4 * j + 2 * h] * inverse, o[k][4 * j + 2 * h + 1] * inverse);
+    } else {
+      const size_t index = mla_partial_index(t, split, head, p);
+      float* out = p.partial_out + index * kMlaLatentDim + kDimsPerWg * wg + 2 * c;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float offset = new_max[h] - kPScaleLog2;
-      const __nv_fp8x2_storage_t two = __nv_cvt_float2_to_fp8x2(
-          make_float2(fast_exp2(s[4 * j + 2 * h] - offset), fast_exp2(s[4 * j + 2 * h + 1] - offset)),
-          __NV_SATFINITE, __NV_E4M3);
-      const float2 rounded = fp8x2_to_float2(two);
-      sum[h] += rounded.x + rounded.y;
-      *reinterpret_cast<uint16_t*>(p_smem + swizzled(row + 8 * h, kKeysPerWg * wg + 8 * j + 2 * c)) = two;
+      for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+        for (int j = 0; j < kChunkDims / 8; ++j)
+          *reinterpret_cast<float2*>(out + kChunkDims * k + 8 * j) = make_float2(o[k][4 * j + 2 * h], o[k][4 * j + 2 * h + 1]);
+      if (wg == 0 && c == 0) p.partial_stats[index] = make_float2(running_max[h], sum[h]);
     }
-  fence_proxy_async();
-  named_barrier_sync(kPReady, kConsumerThreads);
-}
-
-__global__ void __launch_bounds__(kProducerKernelThreads, 1)
-    mla_decode_fp8_kernel(const __grid_constant__ CUtensorMap cache_map, const MlaDecodeParams p) {
-  const int head0 = blockIdx.x * kHeads, split = blockIdx.y, t = blockIdx.z;
-  const int block_heads = min(kHeads, p.heads - head0);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wg = warp / 4;  // 0, 1: consumers (keys 32 wg.. of a page's scores, O dims 256 wg..); 2: producer
-  const int g = lane / 4, c = lane % 4;
-  const int row = 16 * (warp % 4) + g;
-
-  const int sequence = p.token_sequence[t];
-  const MlaRowRange rows = mla_split_rows(mla_visible_rows(p, t, sequence), split, p.num_splits, p.min_split_pages);
-  wait_for_previous_kernel();
-  allow_dependent_launch();
-  if (rows.empty()) {  // uniform over the block, before any barrier exists
-    for (int h = warp; h < block_heads; h += kProducerKernelThreads / 32) mla_finish_empty(p, t, split, head0 + h, lane);
-    return;
   }
-  const int num_pages = (rows.end - rows.begin + kKeys - 1) / kKeys;
-  const int32_t* pages = p.page_ids + p.page_table_start[sequence] + rows.begin / kKeys;
-  auto valid_keys = [&](int page) { return min(kKeys, rows.end - (rows.begin + page * kKeys)); };
-
-  extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw_address = smem_address(smem_raw);
-  const uint32_t base = (raw_address + 1023u) & ~1023u;
-  const Smem sm{base, smem_raw + (base - raw_address)};
-  if (threadIdx.x == 0) {
-    for (int stage = 0; stage < 2; ++stage) {
-      mbarrier_init(sm.barrier(kKFull + stage), 1);
-      mbarrier_init(sm.barrier(kKFree + stage), kConsumerWarps + kProducerWarps);
-      mbarrier_init(sm.barrier(kVtFull + stage), kProducerWarps);
-      mbarrier_init(sm.barrier(kVtFree + stage), kConsumerWarps);
-    }
-    mbarrier_init_fence();
-  }
-  __syncthreads();
-
-  if (wg == 2) {
-    setmaxnreg_dec<kProducerRegisters>();
-    // ---- producer: one thread issues the TMA loads (page i + 2 into page i's stage once its scores
-    // and its transpose are done); all 128 threads transpose page i's 512 dims into V^T slot i % 2
-    // once page i has landed and P V of page i - 2 has released the slot.
-    const int thread = threadIdx.x - kConsumerThreads;
-    if (thread == 0) {
-      load_page(sm, &cache_map, 0, pages[0]);
-      if (num_pages > 1) load_page(sm, &cache_map, 1, pages[1]);
-    }
-    for (int i = 0; i < num_pages; ++i) {
-      const int stage = i & 1;
-      const uint32_t use = static_cast<uint32_t>(i >> 1);
-      mbarrier_wait(sm.barrier(kKFull + stage), use & 1);
-      if (i >= 2) mbarrier_wait(sm.barrier(kVtFree + stage), (use - 1) & 1);
-      transpose_v<kMlaLatentDim, kProducerThreads>(sm, stage, stage, valid_keys(i), 0, thread);
-      fence_proxy_async();  // the V^T stores before the consumers' wgmmas read them
-      __syncwarp();
-      if (lane == 0) {
-        mbarrier_arrive(sm.barrier(kVtFull + stage));
-        mbarrier_arrive(sm.barrier(kKFree + stage));
-      }
-      if (thread == 0 && i + 2 < num_pages) {
-        mbarrier_wait(sm.barrier(kKFree + stage), use & 1);
-        load_page(sm, &cache_map, stage, pages[i + 2]);
-      }
-    }
-    return;
-  }
-
-  // ---- consumers ----
-  setmaxnreg_inc<kConsumerRegisters>();
-  quantize_q(sm, p.q + static_cast<size_t>(t) * p.heads * kMlaCacheWidth, head0, block_heads, warp, lane);
-  fence_proxy_async();  // Q's generic stores before the wgmmas read it
-  named_barrier_sync(kConsumersReady, kConsumerThreads);
-  float q_scale[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-    q_scale[h] = sm.stats(kQScaleRow)[row + 8 * h] * p.scale_log2 * (kFp8CacheScale * kFp8CacheScale);
-
-  float o[kChunks][32];  // O[row + 8 h][256 wg + 64 chunk + 8 j + 2 c + e] = o[chunk][4 j + 2 h + e]
-#pragma unroll
-  for (int k = 0; k < kChunks; ++k) zero_registers(o[k]);
-  float s_even[16], s_odd[16];  // the scores of even and odd pages
-  zero_registers(s_even);
-  zero_registers(s_odd);
-  float f[32];  // one page's P V over 64 dims, before it is added to O
-  zero_registers(f);
-  float running_max[2] = {-INFINITY, -INFINITY};
-  float sum[2] = {0.f, 0.f};
-
-  auto issue_page_scores = [&](int page, float (&s)[16]) {
-    const int stage = page & 1;
-    mbarrier_wait(sm.barrier(kKFull + stage), (page >> 1) & 1);
-    __syncwarp();
-    fence_registers(s);
-    wgmma_fence();
-    issue_scores(sm, stage, wg, s);
-    wgmma_commit();
-  };
-  // Page i: S of page i + 1 on the tensor cores while the softmax of page i runs, then P V of page i
-  // chunk by chunk into f, each added to O as it completes.
-  auto step = [&](int i, float (&s)[16], float (&s_next)[16]) {
-    const int slot = i & 1;
-    const bool has_next = i + 1 < num_pages;
-    if (has_next) issue_page_scores(i + 1, s_next);
-    float correction[2];
-    softmax_to_p(sm, s, valid_keys(i), wg, row, c, q_scale, running_max, sum, correction);
-    mbarrier_wait(sm.barrier(kVtFull + slot), (i >> 1) & 1);
-    __syncwarp();
-#pragma unroll
-    for (int chunk = 0; chunk < kChunks; ++chunk) {
-      fence_registers(f);
-      wgmma_fence();
-      issue_pv(sm, slot, wg, chunk, f);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_registers(f);
-      if (chunk == 0) {
-        fence_registers(s_next);
-        if (has_next && lane == 0) mbarrier_arrive(sm.barrier(kKFree + ((i + 1) & 1)));  // S of page i + 1 is done
-      }
-      accumulate(o[chunk], f, correction);
-    }
-    if (lane == 0) mbarrier_arrive(sm.barrier(kVtFree + slot));
-  };
-
-  issue_page_scores(0, s_even);
-  wgmma_wait<0>();
-  fence_registers(s_even);
-  if (lane == 0) mbarrier_arrive(sm.barrier(kKFree));
-  for (int i = 0; i < num_pages; i += 2) {
-    step(i, s_even, s_odd);
-    if (i + 1 < num_pages) step(i + 1, s_odd, s_even);
-  }
-
-  // Row sums: the quad's keys, then the other warpgroup's.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-    if (c == 0) sm.stats(kSumRow + wg)[row + 8 * h] = sum[h];
-  }
-  named_barrier_sync(kSumsReady, kConsumerThreads);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) sum[h] += sm.stats(kSumRow + (wg ^ 1))[row + 8 * h];
-  write_output(p, t, split, head0, block_heads, wg, row, c, o, running_max, sum);
 }
 
 }  // namespace
 
-void launch_mla_decode_fp8(const MlaDecodeParams& p, int tokens, cudaStream_t stream, bool transposing_warpgroup) {
+void launch_mla_decode_fp8(const MlaDecodeParams& p, int tokens, cudaStream_t stream) {
   // The cache's page count is not part of the arguments: its rows are bounded by the 32-bit TMA
   // coordinate instead (as the BF16 kernel's). Boxes of 128 columns x 64 rows; the last box of a row
   // reaches past its 576 columns and is zero-filled there.
   const CUtensorMap cache_map =
       make_swizzled_2d_map(p.cache_fp8, CU_TENSOR_MAP_DATA_TYPE_UINT8, kMlaCacheWidth, uint64_t{1} << 31,
                            kMlaCacheWidth, kRowBytes, kKeys, "the FP8 latent cache");
-  auto kernel = transposing_warpgroup ? mla_decode_fp8_kernel : mla_decode_fp8_inline_kernel;
-  const int threads = transposing_warpgroup ? kProducerKernelThreads : kThreads;
-  DSINFER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  ProgrammaticLaunch launch(dim3((p.heads + kHeads - 1) / kHeads, p.num_splits, tokens), dim3(threads), kSmemBytes,
+  DSINFER_CUDA_CHECK(
+      cudaFuncSetAttribute(mla_decode_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  ProgrammaticLaunch launch(dim3((p.heads + kHeads - 1) / kHeads, p.num_splits, tokens), dim3(kThreads), kSmemBytes,
                             stream);
-  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, kernel, cache_map, p));
+  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, mla_decode_fp8_kernel, cache_map, p));
 }
 
 }  // namespace dsinfer::backend::cuda

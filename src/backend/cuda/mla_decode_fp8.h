@@ -19,6 +19,6 @@ inline constexpr int kMlaFp8Heads = 64;
 // writes p.out, split it writes p.partial_out and p.partial_stats as the BF16 kernels do. Requires a
 // 16-byte aligned cache. Builds one TMA descriptor on the host (no device memory, no sync):
 // graph-capturable. Throws dsinfer::Error when the driver cannot build it or the launch fails.
-void launch_mla_decode_fp8(const MlaDecodeParams& p, int tokens, cudaStream_t stream, bool transposing_warpgroup = true);
+void launch_mla_decode_fp8(const MlaDecodeParams& p, int tokens, cudaStream_t stream);
 
 }  // namespace dsinfer::backend::cuda

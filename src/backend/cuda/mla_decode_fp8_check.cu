@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -45,7 +44,9 @@ constexpr int kPage = kMlaPageSize;     // 64
 constexpr int kHeads = 128;
 constexpr float kScale = 0.13523f;  // V3's softmax scale (YaRN mscale^2 / sqrt(192))
 // Q and P in e4m3 (3 mantissa bits, ~2.5% rms a value) on zero-mean random rows; see mla_decode_fp8.cu.
-constexpr double kMaxRelativeError = 0.08;
+// Measured on an H200: 0.026 to 0.039 against the reference (the BF16 kernel: 0.0016 to 0.0019), 0.013
+// to 0.028 against the generic kernel on the ragged batches. The bound leaves 1.5x.
+constexpr double kMaxRelativeError = 0.06;
 constexpr double kMaxGrowth = 1.5;  // 128K error / 1K error
 
 struct DeviceBuffer {
@@ -352,16 +353,13 @@ void ragged_against_generic(int sm_count) {
     Runner runner(problem, sm_count, 77 + c.heads, false);
     const std::vector<float> ref = runner.run(true, MlaDecodeKernel::kSimple);
     const std::vector<float> fp8 = runner.run(true, MlaDecodeKernel::kWgmma);
-    const std::vector<float> inline_fp8 = runner.run(true, MlaDecodeKernel::kTensorCore);
-    const double e = relative_rms(fp8, ref), e_inline = relative_rms(inline_fp8, ref);
-    expect(e_inline <= kMaxRelativeError && all_finite(inline_fp8), c.name + ": the inline-transpose kernel");
+    const double e = relative_rms(fp8, ref);
     // Padding tokens (context 0) must be exactly zero.
     bool padding_zero = true;
     for (int t = 0; t < problem.tokens; ++t)
       if (c.contexts[t] == 0)
         for (int i = 0; i < c.heads * kLatent; ++i) padding_zero &= fp8[size_t(t) * c.heads * kLatent + i] == 0.f;
-    std::printf("   %-28s %10.4g  (inline-transpose kernel %.4g)%s\n", c.name.c_str(), e, e_inline,
-                padding_zero ? "" : "  (padding not zero)");
+    std::printf("   %-28s %10.4g%s\n", c.name.c_str(), e, padding_zero ? "" : "  (padding not zero)");
     expect(all_finite(fp8), c.name + ": non-finite FP8 output");
     expect(e <= kMaxRelativeError, c.name + ": FP8 error above bound");
     expect(padding_zero, c.name + ": a padding token's output is not zero");
@@ -395,48 +393,6 @@ void graph_replay(int sm_count) {
   }
 }
 
-// Median microseconds of `call` over `runs` calls, the L2 flushed (a 256 MiB memset) before each.
-double median_us(const std::function<void()>& call, int runs) {
-  DeviceBuffer flush(size_t{256} << 20);
-  cudaEvent_t start, stop;
-  DSINFER_CUDA_CHECK(cudaEventCreate(&start));
-  DSINFER_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int r = 0; r < runs + 2; ++r) {
-    DSINFER_CUDA_CHECK(cudaMemsetAsync(flush.data, r, size_t{256} << 20, nullptr));
-    DSINFER_CUDA_CHECK(cudaEventRecord(start, nullptr));
-    call();
-    DSINFER_CUDA_CHECK(cudaEventRecord(stop, nullptr));
-    DSINFER_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    DSINFER_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (r >= 2) times.push_back(ms * 1000);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-// The FP8 kernels (with a transposing warpgroup: kWgmma; each consumer warpgroup transposing its own
-// half: kTensorCore over an FP8 cache) beside the BF16 wgmma kernel. kernels_bench has the figures.
-void timings(int sm_count) {
-  std::printf("\n4. Times (us, L2 flushed, median of 10): BF16 wgmma, FP8 (transposing warpgroup), FP8 (inline)\n");
-  struct Shape {
-    int heads, tokens, context;
-  };
-  for (Shape shape : {Shape{128, 128, 4096}, Shape{128, 64, 4096}, Shape{128, 128, 1024}, Shape{16, 128, 4096}}) {
-    Problem problem = make_problem(std::vector<int>(shape.tokens, shape.context), shape.heads);
-    Runner runner(problem, sm_count, 9, true);
-    const MlaDecodeArgs bf16 = runner.args(false), fp8 = runner.args(true);
-    const double t16 = median_us([&] { mla_decode(bf16, MlaDecodeKernel::kWgmma, nullptr); }, 10);
-    const double t8 = median_us([&] { mla_decode(fp8, MlaDecodeKernel::kWgmma, nullptr); }, 10);
-    const double t8i = median_us([&] { mla_decode(fp8, MlaDecodeKernel::kTensorCore, nullptr); }, 10);
-    std::printf("   h%d b%d c%d: bf16 %.1f  fp8 %.1f (%.2fx)  fp8 inline %.1f (%.2fx)\n", shape.heads, shape.tokens,
-                shape.context, t16, t8, t16 / t8, t8i, t16 / t8i);
-  }
-}
-
 int check_main(int argc, char** argv) {
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
@@ -456,7 +412,6 @@ int check_main(int argc, char** argv) {
   ragged_against_generic(sm_count);
   graph_replay(sm_count);
   error_against_context(sm_count, quick);
-  timings(sm_count);
   std::printf("\n%s: %d failed check(s)\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;
 }
