@@ -60,6 +60,10 @@ one_gpu_steps=(
   "conformance|$build/src/backend/cuda/cuda_conformance_test --gtest_filter=*RealDeepSeekShapes*"
   # Every tiling of our FP8 wgmma GEMMs (swap-AB and tiled) against the fallback GEMM, M 1 to 4096.
   "fp8-kernels|$build/src/backend/cuda/fp8_gemm_wgmma_check --no-bench"
+  # The FP8 KV cache's MLA decode (FP8 wgmma for Q K^T and P V) against an f64 reference at 1K, 8K,
+  # 32K and 128K of context (the error bounded and not growing with it), ragged batches against the
+  # generic kernel, and graph replay.
+  "fp8-mla|$build/src/backend/cuda/mla_decode_fp8_check"
   # W4A8 experts' int4 kernels against their reference kernel and a float64 host product, graph
   # replay and run-to-run bits (the timings and the 1.4x bar lines are printed without --quick).
   "w4a8-kernels|$build/src/backend/cuda/moe_w4a8_rows_check --quick"

@@ -2,7 +2,8 @@
 // the chip's ceilings measured in the same run and the published kernels' figures of ANCHORS.md
 // (FlashMLA, DeepGEMM on the same GPU kind). Issue 8's benchmark command:
 //
-//   build/bench/kernels_bench [--runs N] [--out FILE]   (default bench/results/kernels_<gpu>.json)
+//   build/bench/kernels_bench [--runs N] [--out FILE] [--only SECTION]
+//   (default bench/results/kernels_<gpu>.json)
 //
 // Timing (issue 8, ANCHORS.md): the L2 flushed before each call (a 256 MiB cudaMemsetAsync outside
 // the timed region), CUDA events around the one call, the median of --runs (default 20) after two
@@ -10,7 +11,12 @@
 //   - MLA decode (mla_decode.h, the production kernel: kWgmma, 16 heads padding its MMA rows), BF16 paged
 //     cache (page 64, 576 / 512): heads 128 and 16, 1 and 2 query tokens per sequence (MTP),
 //     batch 64 and 128, cache 1K / 4K / 8K. TFLOP/s counts 2 * heads * cache_len * (576 + 512) per
-//     query token; TB/s the cache bytes read once.
+//     query token; TB/s the cache bytes read once. Beside each, the FP8 cache's kernel
+//     (mla_decode_fp8.h) on the same shapes: *_fp8_us, *_fp8_tb_s (576 bytes a row), *_fp8_tflops and
+//     *_fp8_vs_bf16 (the BF16 kernel's time over the FP8 one's, same run; issue 9's bar: 1.8 at
+//     h128 q1 b128 c4096).
+//   --only mla|gemm|grouped|small|prefill runs one section (benchmark kernels_<section>, written to
+//   bench/results/kernels_<section>_<gpu>.json by default).
 //   - FP8 block GEMM (GemmRunner::linear with CudaOptions' thresholds, the production path: the
 //     streaming GEMV at 1 row, our swap-AB or tiled wgmma kernels up to fp8_wgmma_max_rows, cuBLASLt
 //     with DeepSeek's block scales beyond, activations quantized inside the call), bf16 out, M from 1
@@ -96,7 +102,8 @@ AnchorColumns compare_with_anchor(const std::string& key, double us, double gpu_
 void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json& figures, Json& anchors) {
   std::printf("\nMLA decode, BF16 paged cache (page 64, 576 / 512)\n");
   std::printf("  (us: CUDA events around the call; gpu us: its kernel time from CUPTI, as FlashMLA's figures)\n");
-  std::printf("  heads  q  batch  cache        us    gpu us   TFLOP/s    TB/s   FlashMLA us   ratio\n");
+  std::printf("  heads  q  batch  cache        us    gpu us   TFLOP/s    TB/s   FlashMLA us   ratio"
+              "  |  fp8 us  fp8 TB/s  fp8 TFLOP/s  fp8/bf16\n");
   const int width = backend::cuda::kMlaCacheWidth, page = backend::cuda::kMlaPageSize;
   for (int heads : {128, 16})
     for (int q : {1, 2})
@@ -105,7 +112,8 @@ void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json&
           if (heads == 16 && q == 2) continue;  // the MTP case is measured at 128 heads, as ANCHORS.md
           const int tokens = batch * q, pages_per_seq = cache / page, pages = batch * pages_per_seq;
           Buffer q_buf(size_t(tokens) * heads * width * 2), cache_buf(size_t(pages) * page * width * 2),
-              out(size_t(tokens) * heads * 512 * 2);
+              cache_fp8(size_t(pages) * page * width), out(size_t(tokens) * heads * 512 * 2);
+          fill(cache_fp8.get(), DType::kF8E4M3, int64_t(pages) * page * width, 3, -1, 1, stream);
           fill(q_buf.get(), DType::kBF16, int64_t(tokens) * heads * width, 1, -1, 1, stream);
           fill(cache_buf.get(), DType::kBF16, int64_t(pages) * page * width, 2, -1, 1, stream);
           std::vector<int32_t> token_sequence(tokens), positions(tokens), table_start(batch + 1), page_ids(pages);
@@ -155,8 +163,25 @@ void mla_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, Json&
           figures[key + "_tb_s"] = tbs;
           const AnchorColumns compared =
               compare_with_anchor(key, us, gpu_us, h200 ? anchor : 0, "_vs_flashmla", figures, anchors);
-          std::printf("  %5d %2d %6d %6d %9.1f %9.1f %9.1f %7.2f %13s %7s\n", heads, q, batch, cache, us, gpu_us,
-                      tflops, tbs, compared.time.c_str(), compared.ratio.c_str());
+          // The same attention over an FP8 cache (--kv-cache-dtype fp8: mla_decode_fp8.h, FP8 wgmma for
+          // Q K^T and P V): half the cache bytes; *_fp8_vs_bf16 = the BF16 kernel's time / the FP8
+          // kernel's, kernel times where CUPTI gives both.
+          backend::cuda::MlaDecodeArgs fp8_args = args;
+          fp8_args.cache = nullptr;
+          fp8_args.cache_fp8 = cache_fp8.get<uint8_t>();
+          const double fp8_us = timer.median_us(
+              [&] { backend::cuda::mla_decode(fp8_args, backend::cuda::MlaDecodeKernel::kWgmma, stream); });
+          const double fp8_gpu_us = timer.kernel_median_us();
+          const double fp8_tbs = bytes / 2 / fp8_us / 1e6, fp8_tflops = flops / fp8_us / 1e6;
+          const double fp8_vs_bf16 = gpu_us > 0 && fp8_gpu_us > 0 ? gpu_us / fp8_gpu_us : us / fp8_us;
+          figures[key + "_fp8_us"] = fp8_us;
+          if (fp8_gpu_us > 0) figures[key + "_fp8_gpu_us"] = fp8_gpu_us;
+          figures[key + "_fp8_tflops"] = fp8_tflops;
+          figures[key + "_fp8_tb_s"] = fp8_tbs;
+          figures[key + "_fp8_vs_bf16"] = fp8_vs_bf16;
+          std::printf("  %5d %2d %6d %6d %9.1f %9.1f %9.1f %7.2f %13s %7s  | %7.1f %9.2f %12.1f %9.2f\n", heads, q,
+                      batch, cache, us, gpu_us, tflops, tbs, compared.time.c_str(), compared.ratio.c_str(), fp8_us,
+                      fp8_tbs, fp8_tflops, fp8_vs_bf16);
         }
 }
 
@@ -368,7 +393,14 @@ int run(int argc, char** argv) {
   cli::Flags flags("kernels_bench [flags]", "dsinfer's kernels at DeepSeek-V3 shapes against the ceilings and ANCHORS.md");
   flags.add_int("runs", "timed runs per case (the median is reported; at least 10)", 20);
   flags.add_string("out", "FILE", "result JSON (default bench/results/kernels_<gpu>.json)");
+  flags.add_string("only", "SECTION", "run one section: mla, gemm, grouped, small or prefill (default: all)", false,
+                   "");
   if (!flags.parse(argc - 1, argv + 1)) return 0;
+  const std::string only = flags.get_string("only");
+  DSINFER_CHECK(only.empty() || only == "mla" || only == "gemm" || only == "grouped" || only == "small" ||
+                    only == "prefill",
+                "--only ", only, ": not a section (mla, gemm, grouped, small, prefill)");
+  auto section = [&](const char* name) { return only.empty() || only == name; };
   const int runs = static_cast<int>(std::max<int64_t>(10, flags.get_int("runs")));
 
   DSINFER_CUDA_CHECK(cudaSetDevice(0));
@@ -394,16 +426,19 @@ int run(int argc, char** argv) {
         timer.median_us([&] { DSINFER_CUDA_CHECK(cudaMemsetAsync(tiny.get(), 0, 4, stream)); });
     figures["timing_floor_us"] = floor_us;
     std::printf("timing floor (CUDA events around a 4-byte memset after the L2 flush): %.1f us\n", floor_us);
-    mla_cases(timer, stream, prop.multiProcessorCount, h200, figures, anchors);
-    gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
-    grouped_gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
-    small_op_cases(timer, stream, ceilings, figures);
-    prefill_attention_cases(timer, stream, ceilings, figures);
+    if (section("mla")) mla_cases(timer, stream, prop.multiProcessorCount, h200, figures, anchors);
+    if (section("gemm")) gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
+    if (section("grouped"))
+      grouped_gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
+    if (section("small")) small_op_cases(timer, stream, ceilings, figures);
+    if (section("prefill")) prefill_attention_cases(timer, stream, ceilings, figures);
   }
   DSINFER_CUDA_CHECK(cudaStreamDestroy(stream));
 
   Json result;
-  result["benchmark"] = "kernels";
+  // One section's run is a benchmark of its own (kernels_mla, ...), in a file of its own by default: it
+  // never replaces the whole run's figures.
+  result["benchmark"] = only.empty() ? std::string("kernels") : str_cat("kernels_", only);
   result["device"] = gpu_device_name(0);
   Json config;
   config["runs"] = runs;
@@ -422,7 +457,9 @@ int run(int argc, char** argv) {
                         : "none for this GPU in ANCHORS.md's kernel tables";
   for (const auto& [key, value] : anchors.as_object()) anchor[key] = value;
   result["anchor"] = anchor;
-  const std::string out = flags.has("out") ? flags.get_string("out") : str_cat("bench/results/kernels_", tag, ".json");
+  const std::string out = flags.has("out") ? flags.get_string("out")
+                                           : str_cat("bench/results/", only.empty() ? "kernels" : str_cat("kernels_", only),
+                                                     "_", tag, ".json");
   write_result(out, result);
   std::printf("\nwrote %s\n", out.c_str());
   return 0;

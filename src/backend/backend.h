@@ -282,7 +282,8 @@ class Backend {
   // derives at load time (the absorbed MLA matrices) are stored in it.
   virtual DType compute_dtype() const = 0;
   // Whether the cache ops take a latent cache of this dtype (cache_layout.h's formats): the compute
-  // dtype everywhere; the CPU, the reference, also takes the FP8 formats.
+  // dtype everywhere; the CPU, the reference, also takes both FP8 formats, the GPU the e4m3 rows
+  // (kF8E4M3, --kv-cache-dtype fp8).
   virtual bool supports_cache_dtype(DType dtype) const { return dtype == compute_dtype(); }
   // Whether linear (kLinear) or moe_experts (kExperts) takes weights of this format: dense and FP8
   // blocks everywhere; W4A8 on the CPU, the reference, for both, and on the GPU for routed experts only.

@@ -35,8 +35,8 @@ void add_kv_cache_dtype_flag(Flags& flags) {
   flags.add_string("kv-cache-dtype", "DTYPE",
                    "the KV cache's rows: auto (or bfloat16: the compute dtype, bfloat16 on the GPU, float32 on the CPU), "
                    "fp8 (or fp8_e4m3: every value in e4m3, one scale) or fp8_ds_mla (DeepSeek V3.2's 656-byte rows: "
-                   "e4m3 latent in tiles of 128 with their scales, bf16 rope); the FP8 caches run on the CPU so far (issue 9 "
-                   "brings them to the GPU)",
+                   "e4m3 latent in tiles of 128 with their scales, bf16 rope); on the GPU: auto or fp8 (fp8_ds_mla runs on the CPU "
+                   "only so far: issue 9's second half brings it)",
                    false, "auto");
 }
 

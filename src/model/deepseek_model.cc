@@ -16,8 +16,8 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* check
       cache_format_(options.cache_format) {
   plan_.place.config.check_fits(config_);
   DSINFER_CHECK(backend_.supports_cache_dtype(cache_dtype()), "--kv-cache-dtype ", cache_format_name(cache_format_),
-                ": the ", backend_.name(), " backend has no such KV cache yet (issue 9 brings FP8 MLA decode to the "
-                "GPU); the CPU backend has it");
+                ": the ", backend_.name(), " backend has no such KV cache; its FP8 cache is --kv-cache-dtype fp8 "
+                "(e4m3 rows, FP8 MLA decode), and the CPU backend has every format");
   DSINFER_CHECK(cache_format_ != CacheFormat::kFp8DsMla ||
                     (config_.qk_rope_head_dim == backend::kDsMlaRope && config_.kv_lora_rank % backend::kDsMlaTile == 0),
                 "--kv-cache-dtype fp8_ds_mla stores DeepSeek V3.2's rows: a latent of a multiple of 128 and a rope key "

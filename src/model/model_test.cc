@@ -251,22 +251,26 @@ TEST(BatchBuilder, ScoredRowsFollowTheirSequenceWhenBuildMovesIt) {
 
 // --kv-cache-dtype's FP8 caches (backend/cache_layout.h) on the bundled model, which is trained (a
 // random fixture's near-ties would say little): a chat prompt prefilled, then 40 decode steps fed
-// the f32 cache's greedy tokens, with each cache. Every step's distribution stays close to the f32
-// cache's (KL divergence), the greedy token agrees wherever the f32 cache's top two are clearly
-// apart, and a page takes the format's bytes. The GPU backend refuses these caches so far, by name.
+// the compute-dtype cache's greedy tokens, with each cache. Every step's distribution stays close to
+// the compute-dtype cache's (KL divergence), the greedy token agrees wherever that cache's top two
+// are clearly apart, and a page takes the format's bytes (on the GPU, fp8 halves bf16's: twice the
+// pages from the same memory). The GPU runs fp8 through its FP8 MLA decode (the bundled model has
+// DeepSeek's 512 / 64 widths: Q and P in e4m3 too) and refuses fp8_ds_mla, naming fp8.
 TEST(CacheFormats, Fp8CachesKeepTheBundledModelsDistributions) {
   const std::string dir = source_path("models/dsv3-tiny");
   auto backend = backend::make_backend(test_device());
-  if (test_device() != "cpu") {
+  const bool gpu = test_device() != "cpu";
+  std::vector<CacheFormat> formats = {CacheFormat::kFp8, CacheFormat::kFp8DsMla};
+  if (gpu) {
     ModelOptions options;
-    options.cache_format = CacheFormat::kFp8;
+    options.cache_format = CacheFormat::kFp8DsMla;
     try {
       DeepseekModel::load(dir, *backend, options);
-      ADD_FAILURE() << "the GPU backend took an FP8 cache it has no kernels for";
+      ADD_FAILURE() << "the GPU backend took an fp8_ds_mla cache it has no kernels for";
     } catch (const Error& error) {
-      EXPECT_NE(std::string(error.what()).find("issue 9"), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("--kv-cache-dtype fp8 "), std::string::npos) << error.what();
     }
-    return;
+    formats = {CacheFormat::kFp8};
   }
   // "Count the letters in 'strawberry'." through the chat template.
   const std::vector<int32_t> prompt = {0, 3, 662, 286, 391, 98, 357, 869, 5542, 102, 1017, 369, 22, 29, 4};
@@ -276,7 +280,7 @@ TEST(CacheFormats, Fp8CachesKeepTheBundledModelsDistributions) {
     std::vector<Tensor> logits;  // [1, vocab] a step: the prompt's last row, then each decode step's
     int64_t page_bytes = 0;
   };
-  std::vector<int32_t> tokens;  // the f32 cache's greedy tokens, fed to every run
+  std::vector<int32_t> tokens;  // the compute-dtype cache's greedy tokens, fed to every run
   auto run = [&](CacheFormat format) {
     ModelOptions options;
     options.cache_format = format;
@@ -297,8 +301,9 @@ TEST(CacheFormats, Fp8CachesKeepTheBundledModelsDistributions) {
     return out;
   };
   const Run reference = run(CacheFormat::kCompute);
-  const int64_t layers = reference.page_bytes / (kPageSize * 576 * 4);
-  for (CacheFormat format : {CacheFormat::kFp8, CacheFormat::kFp8DsMla}) {
+  const int64_t layers =
+      reference.page_bytes / (kPageSize * 576 * static_cast<int64_t>(dtype_size(backend->compute_dtype())));
+  for (CacheFormat format : formats) {
     const Run fp8 = run(format);
     EXPECT_EQ(fp8.page_bytes, layers * kPageSize * (format == CacheFormat::kFp8 ? 576 : 656));
     double worst = 0, total = 0;
@@ -313,13 +318,14 @@ TEST(CacheFormats, Fp8CachesKeepTheBundledModelsDistributions) {
         EXPECT_EQ(argmax_row(fp8.logits[step], 0), argmax_row(ref, 0))
             << cache_format_name(format) << " step " << step << ", margin " << sorted[0] - sorted[1];
     }
-    std::printf("%s: KL from the f32 cache over %zu steps: mean %.3g, worst %.3g\n",
-                std::string(cache_format_name(format)).c_str(), fp8.logits.size(), total / fp8.logits.size(), worst);
-    // Measured: fp8 mean 1.3e-3, worst 0.034; fp8_ds_mla (per-tile scales, bf16 rope) mean 1.6e-4,
-    // worst 2.2e-3. The bounds leave about 3x.
+    const std::string name(cache_format_name(format)), compute(dtype_name(backend->compute_dtype()));
+    std::printf("%s: KL from the %s cache over %zu steps: mean %.3g, worst %.3g\n", name.c_str(), compute.c_str(),
+                fp8.logits.size(), total / fp8.logits.size(), worst);
+    // Measured on the CPU: fp8 mean 1.3e-3, worst 0.034; fp8_ds_mla (per-tile scales, bf16 rope) mean
+    // 1.6e-4, worst 2.2e-3. The bounds leave about 3x. The GPU's fp8 also rounds Q and P to e4m3.
     const bool tiles = format == CacheFormat::kFp8DsMla;
-    EXPECT_LT(total / fp8.logits.size(), tiles ? 5e-4 : 4e-3) << cache_format_name(format);
-    EXPECT_LT(worst, tiles ? 7e-3 : 0.1) << cache_format_name(format);
+    EXPECT_LT(total / fp8.logits.size(), tiles ? 5e-4 : gpu ? 1e-2 : 4e-3) << cache_format_name(format);
+    EXPECT_LT(worst, tiles ? 7e-3 : gpu ? 0.2 : 0.1) << cache_format_name(format);
   }
 }
 

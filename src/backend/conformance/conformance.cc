@@ -437,6 +437,16 @@ constexpr double kBoundAttention = 1e-4;    // softmax(QK^T)V with bf16 P allowe
 // as DeepGEMM does) costs ~8e-4 against the dequantized product (measured; up to 2e-3 through both
 // expert products at T = 1); one that keeps bf16 activations costs what a bf16 product does.
 constexpr double kBoundFp8Product = 4e-3;
+// The FP8 KV cache (--kv-cache-dtype fp8). Its writes round each value once to e4m3, as the CPU does,
+// from f32 results computed in another order: only a value at a rounding tie can land one e4m3 step
+// away (~6% of it, ~1e-7 of a row set's energy each). Its attention, at DeepSeek's widths, also rounds
+// q (one scale per head row) and P to e4m3 (3 mantissa bits: ~2.5% rms per value each), which on
+// these random rows (scores of ~1.6 nats' spread, zero-mean values, so the output is a small
+// average that relative errors stand out in) costs a row nmse of a few 1e-3: measured on an H200,
+// 1.2e-3 to 2.5e-3 over the real-shape cases, 1.3e-3 to 2.1e-3 over the small ones (2.8e-6 for the
+// reference kernel, which keeps q and P in f32). The bound leaves 2x.
+constexpr double kBoundCacheFp8 = 1e-4;
+constexpr double kBoundAttentionFp8 = 5e-3;
 constexpr double kBoundMoe = 1e-4;     // bf16 experts: two products, bf16 intermediates
 constexpr double kBoundMoeFp8 = 6e-3;  // FP8 experts, activations possibly FP8 at both products
 // W4A8 experts: the CPU quantizes the activations to e4m3 exactly as the GPU must (per row, or the static
@@ -957,6 +967,70 @@ void add_rope_and_cache_cases(std::vector<Case>& cases, const Dims& d) {
                             }));
 }
 
+// The same cache ops over an FP8 cache (kF8E4M3, cache_layout.h): the writes quantize (compared with
+// the CPU's bytes: exactly for write_cache, whose input is the bf16 value both sides round;
+// kBoundCacheFp8 for write_latent_cache, whose f32 values are computed in another order), the gather
+// dequantizes (exactly, into the compute dtype).
+void add_fp8_cache_cases(std::vector<Case>& cases, const Dims& d) {
+  cases.push_back(make_case("write_cache", "fp8 cache, mixed step, scrambled pages", [=](uint64_t seed) {
+    auto paged = make_paged_batch(mixed_step(d, stream(seed, 9)), stream(seed, 8));
+    OpSpec s;
+    Arg cache{"cache", ArgKind::kInPlace, activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), 1.0f),
+              DType::kF8E4M3};
+    cache.guard_rows = 1;
+    s.args = {cache, {"latent", ArgKind::kActivation, activation({paged->num_tokens, kCacheWidth}, stream(seed, 1), 4.0f)}};
+    s.call = [paged](Backend& b, std::vector<Tensor>& a) {
+      b.write_cache(a[0], a[1], paged->batch);
+      return Results{};
+    };
+    s.batches = {&paged->batch};
+    s.keep_alive = paged;
+    s.compare = compare_with(kExact);
+    return s;
+  }));
+  for (bool decode : {false, true}) {
+    cases.push_back(make_case("write_latent_cache",
+                              decode ? "fp8 cache, decode batch, scrambled pages" : "fp8 cache, mixed step, scrambled pages",
+                              [=](uint64_t seed) {
+      std::vector<SequenceSpec> sequences = decode ? random_sequences(d.full() ? 256 : 16, 3000, 1, 1, stream(seed, 7))
+                                                   : mixed_step(d, stream(seed, 9));
+      auto paged = make_paged_batch(sequences, stream(seed, 8));
+      auto table = std::make_shared<RopeTable>(make_rope_table(d.full() ? 8192 : 4096));
+      OpSpec s;
+      Arg cache{"cache", ArgKind::kInPlace, activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), 1.0f),
+                DType::kF8E4M3};
+      cache.guard_rows = 1;
+      s.args = {cache,
+                {"kv_a", ArgKind::kActivation, activation({paged->num_tokens, kCacheWidth}, stream(seed, 1), 2.0f)},
+                {"norm", ArgKind::kConstant, activation({kLatent}, stream(seed, 2), 0.2f, 1.0f)},
+                {"cos", ArgKind::kConstant, table->cos},
+                {"sin", ArgKind::kConstant, table->sin}};
+      s.call = [paged](Backend& b, std::vector<Tensor>& a) {
+        b.write_latent_cache(a[0], a[1], a[2], kNormEps, RopeTable{a[3], a[4], true}, paged->batch);
+        return Results{};
+      };
+      s.batches = {&paged->batch};
+      s.keep_alive = paged;
+      s.compare = compare_with(kBoundCacheFp8);
+      return s;
+    }));
+  }
+  std::vector<SequenceSpec> contexts = d.full() ? std::vector<SequenceSpec>{{4096, 1}, {1, 1}, {1000, 1}, {129, 1}}
+                                                : std::vector<SequenceSpec>{{1, 1}, {63, 1}, {65, 1}, {200, 1}};
+  cases.push_back(make_case("gather_cache", str_cat("fp8 cache, ", contexts.size(), " sequences"), [=](uint64_t seed) {
+    auto paged = make_paged_batch(contexts, stream(seed, 8));
+    OpSpec s;
+    s.args = {{"cache", ArgKind::kConstant,
+               convert(activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), 4.0f), DType::kF8E4M3)}};
+    s.results = {"rows"};
+    s.call = [paged](Backend& b, std::vector<Tensor>& a) { return Results{b.gather_cache(a[0], paged->batch)}; };
+    s.batches = {&paged->batch};
+    s.keep_alive = paged;
+    s.compare = compare_with(kExact);
+    return s;
+  }));
+}
+
 Case expanded_case(const std::string& name, int64_t H, std::vector<SequenceSpec> sequences) {
   return make_case("attention_expanded", str_cat(name, " H=", H), [=](uint64_t seed) {
     auto paged = make_paged_batch(sequences, stream(seed, 8));
@@ -998,6 +1072,45 @@ Case absorbed_case(const std::string& name, int64_t H, std::vector<SequenceSpec>
     };
     return s;
   });
+}
+
+// Absorbed attention over an FP8 cache: the cache's bytes are the input (both sides read the same
+// e4m3 rows); the GPU's FP8 kernel rounds q and P to e4m3 as well (kBoundAttentionFp8).
+Case absorbed_fp8_case(const std::string& name, int64_t H, std::vector<SequenceSpec> sequences) {
+  return make_case("attention_absorbed", str_cat("fp8 cache, ", name, " H=", H), [=](uint64_t seed) {
+    auto paged = make_paged_batch(sequences, stream(seed, 8));
+    OpSpec s;
+    s.args = {{"q", ArgKind::kActivation, activation({paged->num_tokens, H, kCacheWidth}, stream(seed, 0), 0.5f)},
+              {"cache", ArgKind::kConstant,
+               convert(activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 1), 1.0f), DType::kF8E4M3)}};
+    s.results = {"out"};
+    s.call = [paged](Backend& b, std::vector<Tensor>& a) {
+      return Results{b.attention_absorbed(a[0], a[1], paged->batch, kSoftmaxScale, kLatent)};
+    };
+    s.batches = {&paged->batch};
+    s.keep_alive = paged;
+    s.compare = [](const Outputs& reference, const Outputs& candidate) {
+      return std::vector<CheckResult>{
+          check_nmse_worst_row("out", reference.get("out"), candidate.get("out"), kBoundAttentionFp8)};
+    };
+    return s;
+  });
+}
+
+// The FP8 cache's decode: 128 and 16 heads, one and two query tokens, a context of one row, partial
+// last pages, one long context alone (split into chunks) and a batch (unsplit at 128 heads).
+void add_fp8_attention_cases(std::vector<Case>& cases, const Dims& d) {
+  const int32_t longest = d.full() ? 4096 : 300;
+  const int batch = d.full() ? 64 : 8;
+  for (int64_t heads : {int64_t{128}, int64_t{16}}) {
+    cases.push_back(absorbed_fp8_case("decode B=1 context 1", heads, {{1, 1}}));
+    cases.push_back(absorbed_fp8_case(str_cat("decode B=1 context ", longest - 3, " (split, partial last page)"), heads,
+                                      {{longest - 3, 1}}));
+    cases.push_back(absorbed_fp8_case(str_cat("decode B=", batch, " contexts 1..", longest), heads,
+                                      random_sequences(batch, longest, 1, 1, case_seed("fp8 decode", std::to_string(heads)))));
+    cases.push_back(absorbed_fp8_case(str_cat("MTP B=", batch / 2, " q_len 2"), heads,
+                                      random_sequences(batch / 2, longest, 2, 2, case_seed("fp8 mtp", std::to_string(heads)))));
+  }
 }
 
 void add_attention_cases(std::vector<Case>& cases, const Dims& d) {
@@ -2292,7 +2405,7 @@ const std::vector<std::string>& backend_plumbing() {
                                                  // PendingTokens, tested through queue_sample_tokens
                                                  "device_tokens", "wait",
                                                  // a capability, tested at the model level (model_test's
-                                                 // CacheFormats: the CPU takes the FP8 caches, the GPU refuses)
+                                                 // CacheFormats: the CPU takes every FP8 cache, the GPU fp8 and not fp8_ds_mla)
                                                  "supports_cache_dtype",
                                                  // likewise: model_test's W4A8 checkpoint (W4A8 routed experts
                                                  // are moe_experts' cases here)
@@ -2310,6 +2423,8 @@ std::vector<Case> conformance_cases(Tier tier) {
   add_linear_cases(cases, d);
   add_rope_and_cache_cases(cases, d);
   add_attention_cases(cases, d);
+  add_fp8_cache_cases(cases, d);
+  add_fp8_attention_cases(cases, d);
   add_moe_cases(cases, d);
   add_fixture_cases(cases);
   add_sampling_cases(cases, d);

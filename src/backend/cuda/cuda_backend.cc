@@ -33,6 +33,14 @@ void expect_bf16(const Tensor& t, const char* op, const char* what, int rank) {
                 t.shape().to_string());
 }
 
+// A latent cache the GPU takes: [pages, page_size, row] in bf16 or e4m3 (supports_cache_dtype).
+void expect_cache(const Tensor& t, const char* op) {
+  expect_device(t, op, "cache");
+  DSINFER_CHECK(t.dtype() == DType::kBF16 || t.dtype() == DType::kF8E4M3, op, ": the cache must be bf16 or e4m3 (",
+                "--kv-cache-dtype auto or fp8), got ", dtype_name(t.dtype()));
+  DSINFER_CHECK(t.rank() == 3, op, ": the cache must have rank 3, got ", t.shape().to_string());
+}
+
 void expect_f32(const Tensor& t, const char* op, const char* what) {
   expect_device(t, op, what);
   DSINFER_CHECK(t.dtype() == DType::kF32, op, ": ", what, " must be float32, got ", dtype_name(t.dtype()));
@@ -101,6 +109,8 @@ class CudaBackend final : public Backend, public CudaContext {
   std::string name() const override { return "cuda"; }
   Device device() const override { return Device::kCuda; }
   DType compute_dtype() const override { return DType::kBF16; }
+  // bf16, and the fp8 cache (e4m3 rows, mla_decode_fp8.h); not fp8_ds_mla's 656-byte rows yet.
+  bool supports_cache_dtype(DType dtype) const override { return dtype == DType::kBF16 || dtype == DType::kF8E4M3; }
   // W4A8 runs as routed experts only (moe_w4a8_rows.h); a W4A8 linear has no kernel here.
   bool supports_weight_format(WeightFormat format, WeightUse use) const override {
     return format != WeightFormat::kW4A8 || use == WeightUse::kExperts;
@@ -389,7 +399,7 @@ class CudaBackend final : public Backend, public CudaContext {
 
   void write_cache(Tensor& cache, const Tensor& latent_in, const AttentionBatch& batch) override {
     Tensor latent = activation(latent_in);
-    expect_bf16(cache, "write_cache", "cache", 3);
+    expect_cache(cache, "write_cache");
     expect_bf16(latent, "write_cache", "latent", 2);
     int64_t width = cache.dim(2);
     DSINFER_CHECK(latent.dim(1) == width && latent.dim(0) == static_cast<int64_t>(batch.slot_mapping.size()),
@@ -397,14 +407,18 @@ class CudaBackend final : public Backend, public CudaContext {
                   cache.shape().to_string());
     expect_slots(batch, cache, "write_cache");
     const DeviceAttention& device = metadata_->attention(batch);
-    cuda::write_cache(bf16_data(latent), width, device.slot_mapping, bf16_data(cache), latent.dim(0), width,
-                      stream_);
+    if (cache.dtype() == DType::kF8E4M3)
+      cuda::write_cache_fp8(bf16_data(latent), width, device.slot_mapping, static_cast<uint8_t*>(cache.raw()),
+                            latent.dim(0), width, stream_);
+    else
+      cuda::write_cache(bf16_data(latent), width, device.slot_mapping, bf16_data(cache), latent.dim(0), width,
+                        stream_);
   }
 
   void write_latent_cache(Tensor& cache, const Tensor& kv_a_in, const Tensor& norm_weight, float eps,
                           const RopeTable& table, const AttentionBatch& batch) override {
     Tensor kv_a = activation(kv_a_in);
-    expect_bf16(cache, "write_latent_cache", "cache", 3);
+    expect_cache(cache, "write_latent_cache");
     expect_bf16(kv_a, "write_latent_cache", "kv_a", 2);
     expect_f32(norm_weight, "write_latent_cache", "norm_weight");
     expect_f32(table.cos, "write_latent_cache", "cos table");
@@ -419,19 +433,30 @@ class CudaBackend final : public Backend, public CudaContext {
     expect_positions(batch.positions, table, "write_latent_cache");
     const DeviceAttention& device = metadata_->attention(batch);
     const int32_t* positions = metadata_->int32_array(batch.positions.data(), batch.positions.size());
-    cuda::write_latent_cache(bf16_data(kv_a), T, latent, rope, norm_weight.data<float>(), eps, positions,
-                             table.cos.data<float>(), table.sin.data<float>(), table.interleaved, device.slot_mapping,
-                             bf16_data(cache), stream_);
+    if (cache.dtype() == DType::kF8E4M3)
+      cuda::write_latent_cache_fp8(bf16_data(kv_a), T, latent, rope, norm_weight.data<float>(), eps, positions,
+                                   table.cos.data<float>(), table.sin.data<float>(), table.interleaved,
+                                   device.slot_mapping, static_cast<uint8_t*>(cache.raw()), stream_);
+    else
+      cuda::write_latent_cache(bf16_data(kv_a), T, latent, rope, norm_weight.data<float>(), eps, positions,
+                               table.cos.data<float>(), table.sin.data<float>(), table.interleaved, device.slot_mapping,
+                               bf16_data(cache), stream_);
   }
 
+  // An FP8 cache comes out dequantized, in bf16 (the prefill's cached prefix up-projects it).
   Tensor gather_cache(const Tensor& cache, const AttentionBatch& batch) override {
-    expect_bf16(cache, "gather_cache", "cache", 3);
+    expect_cache(cache, "gather_cache");
     const DeviceAttention& device = metadata_->attention(batch);
     int64_t width = cache.dim(2);
     Tensor out = allocate(DType::kBF16, {device.total_context, width});
-    cuda::gather_cache(bf16_data(cache), device.page_table_start, device.page_ids, device.context_lens,
-                       device.context_start, bf16_data(out), device.num_sequences, device.max_context,
-                       static_cast<int>(cache.dim(1)), width, stream_);
+    if (cache.dtype() == DType::kF8E4M3)
+      cuda::gather_cache_fp8(static_cast<const uint8_t*>(cache.raw()), device.page_table_start, device.page_ids,
+                             device.context_lens, device.context_start, bf16_data(out), device.num_sequences,
+                             device.max_context, static_cast<int>(cache.dim(1)), width, stream_);
+    else
+      cuda::gather_cache(bf16_data(cache), device.page_table_start, device.page_ids, device.context_lens,
+                         device.context_start, bf16_data(out), device.num_sequences, device.max_context,
+                         static_cast<int>(cache.dim(1)), width, stream_);
     return out;
   }
 

@@ -154,7 +154,10 @@ class Ops final : public CudaOps {
   Tensor attention_absorbed(const Tensor& q, const Tensor& cache, const AttentionBatch& batch, float scale,
                             int64_t latent_width) override {
     expect_bf16(q, "attention_absorbed", "q", 3);
-    expect_bf16(cache, "attention_absorbed", "cache", 3);
+    DSINFER_CHECK(cache.defined() && cache.device() == Device::kCuda && cache.rank() == 3 &&
+                      (cache.dtype() == DType::kBF16 || cache.dtype() == DType::kF8E4M3),
+                  "attention_absorbed: the cache must be a bf16 or e4m3 CUDA tensor [pages, page_size, row], got ",
+                  dtype_name(cache.dtype()), " ", cache.shape().to_string());
     const DeviceAttention& device = context_.metadata().attention(batch);
     int64_t T = q.dim(0), H = q.dim(1), W = cache.dim(2);
     DSINFER_CHECK(q.dim(2) == W && latent_width >= 1 && latent_width <= W && cache.dim(1) == device.page_size &&
@@ -166,7 +169,12 @@ class Ops final : public CudaOps {
     if (T == 0) return out;
     MlaDecodeArgs args;
     args.q = static_cast<const bf16*>(q.raw());
-    args.cache = static_cast<const bf16*>(cache.raw());
+    // An FP8 cache: the FP8 wgmma kernel (mla_decode_fp8.h) at DeepSeek's widths; kSimple (the
+    // reference mode) and other widths dequantize in the generic kernel.
+    if (cache.dtype() == DType::kF8E4M3)
+      args.cache_fp8 = static_cast<const uint8_t*>(cache.raw());
+    else
+      args.cache = static_cast<const bf16*>(cache.raw());
     args.token_sequence = device.token_sequence;
     args.positions = device.positions;
     args.page_table_start = device.page_table_start;

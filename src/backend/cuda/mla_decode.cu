@@ -18,6 +18,8 @@
 //                output dims (D = warps per head tile).
 //   kWgmma:      mla_decode_wgmma.cu (Hopper wgmma + TMA; grid (ceil(H / 64), splits, T), 256 threads;
 //                fewer than 64 heads pad the MMA rows). Same chunks, scratch and combine.
+//   FP8 cache:   mla_decode_fp8.cu (FP8 wgmma for Q K^T and P V; grid and block as kWgmma). Same
+//                chunks, scratch and combine.
 //   combine:     grid (H, T), 128 threads, 4 output dims a thread; only when splits > 1. Thread s
 //                reads chunk s's stats, block reductions give the max and denominator, then each
 //                thread sums its float4 of every chunk with 8 coalesced 16-byte loads in flight.
@@ -30,7 +32,8 @@
 //   generic:     any other widths (L, R): grid (ceil(H / 8), T), 256 threads; warp w owns head
 //                8 * blockIdx.x + w of token blockIdx.y and walks all its visible rows (no split);
 //                lane l holds q dims l + 32 i (i < 32) and output dims l + 32 i < L in registers.
-//                Same roofline as above with 576 / 512 replaced by L + R / L; CUDA cores only.
+//                Same roofline as above with 576 / 512 replaced by L + R / L; CUDA cores only. Over
+//                an FP8 cache (any widths) it reads e4m3 values and dequantizes each: the reference.
 //
 // Scratch (splits > 1): partial_out float [T, splits, H, 512] then partial_stats float2 [T, splits, H]
 // (running max in log2 units, sum of exponentials). An empty chunk writes stats (-inf, 0) only.
@@ -41,6 +44,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/mla_decode_fp8.h"
 #include "backend/cuda/mla_decode_internal.cuh"
 #include "backend/cuda/mla_decode_wgmma.h"
 #include "backend/cuda/mma.cuh"
@@ -444,7 +448,8 @@ constexpr int kGenericDimsPerLane = kMlaGenericMaxWidth / 32;
 
 struct GenericParams {
   const bf16* q;       // [T, H, L + R]
-  const bf16* cache;   // [pages, page_size, L + R]
+  const bf16* cache;   // [pages, page_size, L + R] bf16, or null and:
+  const uint8_t* cache_fp8;  // [pages, page_size, L + R] e4m3 (times kFp8CacheScale)
   const int32_t* token_sequence;
   const int32_t* positions;
   const int32_t* page_table_start;
@@ -457,7 +462,14 @@ struct GenericParams {
   float scale_log2;
 };
 
-__global__ void __launch_bounds__(kGenericWarps * 32) mla_decode_generic_kernel(GenericParams p) {
+// A cache value as a float: bf16, or e4m3 times the cache's scale.
+__device__ __forceinline__ float cache_value(const bf16* row, int d) { return __bfloat162float(row[d]); }
+__device__ __forceinline__ float cache_value(const uint8_t* row, int d) {
+  return static_cast<float>(__half(__nv_cvt_fp8_to_halfraw(row[d], __NV_E4M3))) * kFp8CacheScale;
+}
+
+template <typename CacheT>
+__global__ void __launch_bounds__(kGenericWarps * 32) mla_decode_generic_kernel(GenericParams p, const CacheT* cache) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int head = blockIdx.x * kGenericWarps + warp, t = blockIdx.y;
   if (head >= p.heads) return;  // no block-wide barriers in this kernel
@@ -479,18 +491,18 @@ __global__ void __launch_bounds__(kGenericWarps * 32) mla_decode_generic_kernel(
   float running_max = -INFINITY, running_sum = 0.f;
   for (int j = 0; j < visible; ++j) {
     const auto slot = static_cast<size_t>(cache_slot(p.page_ids + first_page, p.page_size, j));
-    const bf16* row = p.cache + slot * p.width;
+    const CacheT* row = cache + slot * p.width;
     float dot = 0.f;
 #pragma unroll
     for (int i = 0; i < kGenericDimsPerLane; ++i) {
       const int d = lane + 32 * i;
-      if (d < p.width) dot = fmaf(q[i], __bfloat162float(row[d]), dot);
+      if (d < p.width) dot = fmaf(q[i], cache_value(row, d), dot);
     }
     const auto [correction, weight] = online_softmax_step(dot, p.scale_log2, running_max, running_sum);
 #pragma unroll
     for (int i = 0; i < kGenericDimsPerLane; ++i) {
       const int d = lane + 32 * i;
-      if (d < p.latent_dim) acc[i] = fmaf(weight, __bfloat162float(row[d]), acc[i] * correction);
+      if (d < p.latent_dim) acc[i] = fmaf(weight, cache_value(row, d), acc[i] * correction);
     }
   }
 
@@ -541,6 +553,7 @@ void mla_decode_generic(const MlaDecodeArgs& args, cudaStream_t stream) {
   GenericParams p{};
   p.q = args.q;
   p.cache = args.cache;
+  p.cache_fp8 = args.cache_fp8;
   p.token_sequence = args.token_sequence;
   p.positions = args.positions;
   p.page_table_start = args.page_table_start;
@@ -552,7 +565,10 @@ void mla_decode_generic(const MlaDecodeArgs& args, cudaStream_t stream) {
   p.page_size = args.page_size;
   p.scale_log2 = args.scale * kLog2e;
   const dim3 grid((args.heads + kGenericWarps - 1) / kGenericWarps, args.tokens);
-  mla_decode_generic_kernel<<<grid, kGenericWarps * 32, 0, stream>>>(p);
+  if (p.cache_fp8)
+    mla_decode_generic_kernel<uint8_t><<<grid, kGenericWarps * 32, 0, stream>>>(p, p.cache_fp8);
+  else
+    mla_decode_generic_kernel<bf16><<<grid, kGenericWarps * 32, 0, stream>>>(p, p.cache);
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 
@@ -582,10 +598,11 @@ void mla_decode(const MlaDecodeArgs& args, MlaDecodeKernel kernel, cudaStream_t 
                 " heads (need tokens >= 0, heads >= 1)");
   if (args.tokens == 0) return;
   DSINFER_CHECK(args.tokens <= 65535, "mla_decode: ", args.tokens, " tokens exceed the grid limit of 65535");
-  DSINFER_CHECK(args.q && args.cache && args.token_sequence && args.positions && args.page_table_start &&
-                    args.page_ids && args.out,
-                "mla_decode: a required device pointer is null");
-  if (!mla_decode_fast_widths(args.latent_dim, args.rope_dim)) {
+  DSINFER_CHECK(args.q && (args.cache != nullptr) != (args.cache_fp8 != nullptr) && args.token_sequence &&
+                    args.positions && args.page_table_start && args.page_ids && args.out,
+                "mla_decode: a required device pointer is null (or both a bf16 and an FP8 cache are given)");
+  // The FP8 cache's reference: the generic kernel, dequantizing, at any widths.
+  if (!mla_decode_fast_widths(args.latent_dim, args.rope_dim) || (args.cache_fp8 && kernel == MlaDecodeKernel::kSimple)) {
     mla_decode_generic(args, stream);
     return;
   }
@@ -593,7 +610,8 @@ void mla_decode(const MlaDecodeArgs& args, MlaDecodeKernel kernel, cudaStream_t 
                 args.min_split_pages);
   DSINFER_CHECK(args.page_size == kPage, "mla_decode: the kernels for DeepSeek's widths are built for pages of ",
                 kPage, " tokens, the cache has ", args.page_size);
-  DSINFER_CHECK(aligned16(args.q) && aligned16(args.cache) && aligned16(args.out),
+  DSINFER_CHECK(aligned16(args.q) && aligned16(args.cache ? static_cast<const void*>(args.cache) : args.cache_fp8) &&
+                    aligned16(args.out),
                 "mla_decode: q, cache and out must be 16-byte aligned");
   const int splits = mla_decode_num_splits(args.tokens, args.heads, args.sm_count);
   const size_t needed = scratch_for(args.tokens, args.heads, splits);
@@ -605,6 +623,7 @@ void mla_decode(const MlaDecodeArgs& args, MlaDecodeKernel kernel, cudaStream_t 
   Params p{};
   p.q = args.q;
   p.cache = args.cache;
+  p.cache_fp8 = args.cache_fp8;
   p.token_sequence = args.token_sequence;
   p.positions = args.positions;
   p.page_table_start = args.page_table_start;
@@ -620,7 +639,9 @@ void mla_decode(const MlaDecodeArgs& args, MlaDecodeKernel kernel, cudaStream_t 
   p.min_split_pages = args.min_split_pages;
   p.scale_log2 = args.scale * kLog2e;
 
-  if (kernel == MlaDecodeKernel::kSimple) {
+  if (p.cache_fp8) {
+    launch_mla_decode_fp8(p, args.tokens, stream);
+  } else if (kernel == MlaDecodeKernel::kSimple) {
     const dim3 grid((args.heads + kSimpleWarps - 1) / kSimpleWarps, splits, args.tokens);
     mla_decode_simple_kernel<<<grid, kSimpleWarps * 32, 0, stream>>>(p);
     DSINFER_CUDA_CHECK_LAUNCH();

@@ -7,6 +7,10 @@
 // page_ids; row j lives at slot page_ids[page_table_start[seq] + j / page_size] * page_size +
 // j % page_size). L is the latent width (kv_lora_rank), R the rope width (qk_rope_head_dim); q and
 // cache rows are L + R wide. Inputs and outputs are bf16; scores, softmax and sums are float32.
+// The cache is bf16, or e4m3 (MlaDecodeArgs::cache_fp8: --kv-cache-dtype fp8, every value times
+// kFp8CacheScale, cache_layout.h): at DeepSeek's widths the FP8 kernel (mla_decode_fp8.cu: Q and P
+// in e4m3 too, FP8 wgmma for both products), at other widths the generic kernel dequantizing each
+// value (f32 math, q unquantized).
 //
 // DeepSeek's widths (L = 512, R = 64, pages of 64) take the fast kernels below. Any other widths (the
 // small test models, e.g. L = 160, R = 32) take a generic CUDA-core kernel, one warp per (token,
@@ -45,6 +49,8 @@ enum class MlaDecodeKernel : uint8_t {
   kTensorCore,  // mma.sync bf16, 16..64 heads per block as the M dimension
   kWgmma,       // Hopper wgmma + TMA, 64 heads per block (mla_decode_wgmma.h), any H (fewer than 64
                 // heads in a block pad the MMA rows). Same splits and scratch as kTensorCore.
+                // Over an FP8 cache every kernel but kSimple means the FP8 wgmma kernel
+                // (mla_decode_fp8.h); kSimple means the generic kernel, dequantizing (the reference).
 };
 
 // True when (latent_dim, rope_dim) are DeepSeek's 512 / 64, the widths the fast kernels are built for.
@@ -54,7 +60,8 @@ constexpr bool mla_decode_fast_widths(int latent_dim, int rope_dim) {
 
 struct MlaDecodeArgs {
   const __nv_bfloat16* q = nullptr;         // [tokens, heads, L + R]: absorbed q_nope (L) then q_rope (R)
-  const __nv_bfloat16* cache = nullptr;     // [num_pages, page_size, L + R]
+  const __nv_bfloat16* cache = nullptr;     // [num_pages, page_size, L + R] bf16; or null with:
+  const uint8_t* cache_fp8 = nullptr;       // [num_pages, page_size, L + R] e4m3 (times kFp8CacheScale)
   const int32_t* token_sequence = nullptr;  // [tokens] sequence index of each token (into page_table_start)
   const int32_t* positions = nullptr;       // [tokens] the token sees its sequence's rows 0..position
   const int32_t* page_table_start = nullptr;  // [B + 1]

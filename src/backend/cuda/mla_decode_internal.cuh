@@ -1,4 +1,4 @@
-// Private to the MLA decode kernels (mla_decode.cu, mla_decode_wgmma.cu): the kernel parameters and
+// Private to the MLA decode kernels (mla_decode.cu, mla_decode_wgmma.cu, mla_decode_fp8.cu): the kernel parameters and
 // the split-KV arithmetic they share, so that every fast kernel cuts a context into the same chunks
 // and leaves the same partial results for the one combine kernel (results are interchangeable).
 // Include from .cu files only.
@@ -20,7 +20,8 @@ namespace dsinfer::backend::cuda {
 // Everything the DeepSeek-width kernels and the combine read, by value (kernel parameters).
 struct MlaDecodeParams {
   const __nv_bfloat16* q;               // [T, H, 576]
-  const __nv_bfloat16* cache;           // [pages, 64, 576]
+  const __nv_bfloat16* cache;           // [pages, 64, 576] bf16 (the BF16 kernels)
+  const uint8_t* cache_fp8;             // [pages, 64, 576] e4m3 (the FP8 kernel)
   const int32_t* token_sequence;        // [T]
   const int32_t* positions;             // [T]
   const int32_t* page_table_start;      // [B + 1]

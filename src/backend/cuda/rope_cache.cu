@@ -28,6 +28,10 @@
 //   tables for them, three, with the row read and written 4 bytes at a time: 47% / 63% of copy at
 //   4096 / 16384 tokens on an H200); the sum of squares is a warp reduction (no block barrier).
 //   Otherwise one 128-thread block per token, element by element.
+// The FP8 cache (cache_layout.h, --kv-cache-dtype fp8): write_latent_cache_fp8 is the same kernel
+//   rounding each f32 value once to e4m3 (/ kFp8CacheScale, nearest even, saturating) instead of
+//   to bf16, 8-byte stores; write_cache_fp8 and gather_cache_fp8 convert bf16 rows to e4m3 and
+//   back, 8 values a thread (16 bytes of bf16, 8 of e4m3). Same grids as the bf16 forms.
 // write_cache: cache[slot_mapping[t]] = [latent[t] | k_rope[t]], rows of 576 bf16 for V3.
 // gather_cache: out[row_start[b] + j] = cache[slot(b, j)] over every sequence's context.
 //   Both move rows * width * 2 bytes each way and compute nothing. Launch: 16-byte units (2-byte ones
@@ -192,15 +196,42 @@ __global__ void __launch_bounds__(kRopeVectorThreads, kRopeBlocksPerSm)
   }
 }
 
+// ---- the FP8 cache's values (cache_layout.h: e4m3 times kFp8CacheScale) ----
+
+// core's f32_to_fp8e4m3 (the CPU's write): round to nearest even, saturating at +-448, NaN kept.
+__device__ __forceinline__ uint8_t to_cache_fp8(float value) {
+  return __nv_cvt_float_to_fp8(value / kFp8CacheScale, __NV_SATFINITE, __NV_E4M3);
+}
+
+// 8 values -> 8 e4m3 bytes (the first value in the lowest byte).
+__device__ __forceinline__ uint2 to_cache_fp8x8(const float (&v)[kChunk]) {
+  uint32_t word[2];
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
+        make_float2(v[4 * w] / kFp8CacheScale, v[4 * w + 1] / kFp8CacheScale), __NV_SATFINITE, __NV_E4M3);
+    const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
+        make_float2(v[4 * w + 2] / kFp8CacheScale, v[4 * w + 3] / kFp8CacheScale), __NV_SATFINITE, __NV_E4M3);
+    word[w] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  }
+  return make_uint2(word[0], word[1]);
+}
+
+__device__ __forceinline__ float from_cache_fp8(uint8_t code) {
+  return static_cast<float>(__half(__nv_cvt_fp8_to_halfraw(code, __NV_E4M3))) * kFp8CacheScale;
+}
+
 // ---- the fused latent write ----
 
 constexpr int kLatentThreads = 128;
 
+// kFp8: the cache is e4m3 (each value rounded once, from f32); else bf16.
+template <bool kFp8>
 __global__ void __launch_bounds__(kLatentThreads)
     write_latent_cache_kernel(const bf16* __restrict__ kv_a, int latent, int rope, const float* __restrict__ weight,
                               float eps, const int32_t* __restrict__ positions, const float* __restrict__ cos_table,
                               const float* __restrict__ sin_table, bool interleaved,
-                              const int64_t* __restrict__ slot_mapping, bf16* __restrict__ cache) {
+                              const int64_t* __restrict__ slot_mapping, void* __restrict__ cache_out) {
   __shared__ float warp_sums[kLatentThreads / 32];
   allow_dependent_launch();
   const int64_t t = blockIdx.x;
@@ -208,7 +239,14 @@ __global__ void __launch_bounds__(kLatentThreads)
   if (slot < 0) return;  // uniform over the block: a skipped (padding) row
   const int width = latent + rope;
   const bf16* row = kv_a + t * width;
-  bf16* out = cache + slot * width;
+  bf16* out = static_cast<bf16*>(cache_out) + slot * width;
+  uint8_t* out_fp8 = static_cast<uint8_t*>(cache_out) + slot * width;
+  auto store = [&](int i, float value) {
+    if constexpr (kFp8)
+      out_fp8[i] = to_cache_fp8(value);
+    else
+      out[i] = __float2bfloat16(value);
+  };
   // rms_norm's arithmetic: the f32 sum of squares over the latent, then w * (x * inv_rms) rounded.
   float sum_squares = 0.0f;
   for (int i = threadIdx.x; i < latent; i += kLatentThreads) {
@@ -223,8 +261,7 @@ __global__ void __launch_bounds__(kLatentThreads)
 #pragma unroll
   for (int w = 0; w < kLatentThreads / 32; ++w) total += warp_sums[w];
   const float inv_rms = 1.0f / sqrtf(total / static_cast<float>(latent) + eps);
-  for (int i = threadIdx.x; i < latent; i += kLatentThreads)
-    out[i] = __float2bfloat16(weight[i] * (__bfloat162float(row[i]) * inv_rms));
+  for (int i = threadIdx.x; i < latent; i += kLatentThreads) store(i, weight[i] * (__bfloat162float(row[i]) * inv_rms));
   // rope_kernel's arithmetic on the rope part, one pair a thread.
   const int half = rope / 2;
   const int64_t table_row = static_cast<int64_t>(positions[t]) * half;
@@ -233,8 +270,8 @@ __global__ void __launch_bounds__(kLatentThreads)
     const int b = latent + (interleaved ? 2 * i + 1 : i + half);
     const float x0 = __bfloat162float(row[a]), x1 = __bfloat162float(row[b]);
     const float c = cos_table[table_row + i], s = sin_table[table_row + i];
-    out[a] = __float2bfloat16(x0 * c - x1 * s);
-    out[b] = __float2bfloat16(x1 * c + x0 * s);
+    store(a, x0 * c - x1 * s);
+    store(b, x1 * c + x0 * s);
   }
 }
 
@@ -243,12 +280,12 @@ __global__ void __launch_bounds__(kLatentThreads)
 // arithmetic; the sum of squares in another order (a warp's lanes, then a tree).
 constexpr int kLatentWarps = 4;  // tokens per block
 
-template <int kLatentUnits>
+template <int kLatentUnits, bool kFp8>
 __global__ void __launch_bounds__(kLatentWarps * 32)
     write_latent_cache_warp_kernel(const bf16* __restrict__ kv_a, int64_t tokens, int latent, int rope,
                                    const float* __restrict__ weight, float eps, const int32_t* __restrict__ positions,
                                    const float* __restrict__ cos_table, const float* __restrict__ sin_table,
-                                   const int64_t* __restrict__ slot_mapping, bf16* __restrict__ cache) {
+                                   const int64_t* __restrict__ slot_mapping, void* __restrict__ cache_out) {
   allow_dependent_launch();
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kLatentWarps + threadIdx.x / 32;
@@ -283,7 +320,14 @@ __global__ void __launch_bounds__(kLatentWarps * 32)
     c = *reinterpret_cast<const float4*>(cos_table + table);
     s = *reinterpret_cast<const float4*>(sin_table + table);
   }
-  uint4* out = reinterpret_cast<uint4*>(cache + slot * width);
+  uint4* out = reinterpret_cast<uint4*>(static_cast<bf16*>(cache_out) + slot * width);
+  uint2* out_fp8 = reinterpret_cast<uint2*>(static_cast<uint8_t*>(cache_out) + slot * width);  // 8 e4m3 a unit
+  auto store = [&](int unit, const float (&v)[kChunk]) {
+    if constexpr (kFp8)
+      out_fp8[unit] = to_cache_fp8x8(v);
+    else
+      out[unit] = pack_bf16_words(v);
+  };
 
   // rms_norm's arithmetic: the f32 sum of squares over the latent, then w * (x * inv_rms) rounded.
   float held[kLatentUnits][kChunk];
@@ -305,7 +349,7 @@ __global__ void __launch_bounds__(kLatentWarps * 32)
     if (u < latent_units) {
 #pragma unroll
       for (int e = 0; e < kChunk; ++e) held[j][e] = w[j][e] * (held[j][e] * inv_rms);
-      out[u] = pack_bf16_words(held[j]);
+      store(u, held[j]);
     }
   }
   // rope_kernel's arithmetic on the rope part: this lane's 4 interleaved pairs.
@@ -313,7 +357,7 @@ __global__ void __launch_bounds__(kLatentWarps * 32)
     float v[kChunk];
     unpack_bf16_words(raw_rope, v);
     rotate_unit(v, c, s);
-    out[latent_units + lane] = pack_bf16_words(v);
+    store(latent_units + lane, v);
   }
 }
 
@@ -350,6 +394,54 @@ __global__ void gather_cache_kernel(const Unit* __restrict__ cache, int64_t row_
   for (int j = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); j < length; j += step) {
     const int64_t slot = cache_slot(pages, page_size, j);
     out[(first_row + j) * row_units + unit] = cache[slot * row_units + unit];
+  }
+}
+
+// The FP8 cache's scatter and gather: bf16 rows in, e4m3 rows out (and back), 8 values a unit
+// (16 bytes of bf16, 8 of e4m3) when kVector, else one. The row grid's units are those.
+template <bool kVector>
+__global__ void write_cache_fp8_kernel(const bf16* __restrict__ latent, int64_t latent_stride, int64_t width,
+                                       const int64_t* __restrict__ slot_mapping, uint8_t* __restrict__ cache,
+                                       int64_t tokens) {
+  const int64_t units = kVector ? width / kChunk : width;
+  for_each_row_unit(units, tokens, [&](int64_t unit, int64_t t) {
+    const int64_t slot = slot_mapping[t];
+    if (slot < 0) return;  // padding row
+    if constexpr (kVector) {
+      float v[kChunk];
+      unpack_bf16_words(reinterpret_cast<const uint4*>(latent + t * latent_stride)[unit], v);
+      reinterpret_cast<uint2*>(cache + slot * width)[unit] = to_cache_fp8x8(v);
+    } else {
+      cache[slot * width + unit] = to_cache_fp8(__bfloat162float(latent[t * latent_stride + unit]));
+    }
+  });
+}
+
+template <bool kVector>
+__global__ void gather_cache_fp8_kernel(const uint8_t* __restrict__ cache, int64_t width,
+                                        const int32_t* __restrict__ page_table_start,
+                                        const int32_t* __restrict__ page_ids, const int32_t* __restrict__ context_lens,
+                                        const int32_t* __restrict__ out_row_start, int page_size,
+                                        bf16* __restrict__ out) {
+  const int b = blockIdx.z;
+  const int64_t units = kVector ? width / kChunk : width;
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (unit >= units) return;
+  const int32_t* pages = page_ids + page_table_start[b];
+  const int length = context_lens[b];
+  const int64_t first_row = out_row_start[b];
+  const int step = static_cast<int>(gridDim.y * blockDim.y);
+  for (int j = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); j < length; j += step) {
+    const int64_t slot = cache_slot(pages, page_size, j);
+    if constexpr (kVector) {
+      const uint2 codes = reinterpret_cast<const uint2*>(cache + slot * width)[unit];
+      float v[kChunk];
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) v[e] = from_cache_fp8(static_cast<uint8_t>((e < 4 ? codes.x : codes.y) >> (8 * (e % 4))));
+      reinterpret_cast<uint4*>(out + (first_row + j) * width)[unit] = pack_bf16_words(v);
+    } else {
+      out[(first_row + j) * width + unit] = __float2bfloat16(from_cache_fp8(cache[slot * width + unit]));
+    }
   }
 }
 
@@ -448,10 +540,13 @@ void write_cache_split(const __nv_bfloat16* latent, int64_t latent_row_stride, i
                    cache, tokens, stream);
 }
 
-void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t latent, int64_t rope,
-                        const float* norm_weight, float eps, const int32_t* positions, const float* cos_table,
-                        const float* sin_table, bool interleaved, const int64_t* slot_mapping, __nv_bfloat16* cache,
-                        cudaStream_t stream) {
+namespace {
+
+template <bool kFp8>
+void launch_write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t latent, int64_t rope,
+                               const float* norm_weight, float eps, const int32_t* positions, const float* cos_table,
+                               const float* sin_table, bool interleaved, const int64_t* slot_mapping, void* cache,
+                               cudaStream_t stream) {
   DSINFER_CHECK(tokens >= 0 && tokens <= INT32_MAX && latent >= 1 && rope >= 0 && rope % 2 == 0 &&
                     latent + rope <= INT32_MAX,
                 "write_latent_cache: ", tokens, " rows of latent ", latent, " and rope ", rope);
@@ -466,18 +561,53 @@ void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t laten
                                                        cache);
     };
     if (latent_units <= 32) {
-      launch(write_latent_cache_warp_kernel<1>);
+      launch(write_latent_cache_warp_kernel<1, kFp8>);
     } else if (latent_units <= 64) {
-      launch(write_latent_cache_warp_kernel<2>);
+      launch(write_latent_cache_warp_kernel<2, kFp8>);
     } else {
-      launch(write_latent_cache_warp_kernel<4>);
+      launch(write_latent_cache_warp_kernel<4, kFp8>);
     }
     DSINFER_CUDA_CHECK_LAUNCH();
     return;
   }
-  write_latent_cache_kernel<<<static_cast<unsigned>(tokens), kLatentThreads, 0, stream>>>(
+  write_latent_cache_kernel<kFp8><<<static_cast<unsigned>(tokens), kLatentThreads, 0, stream>>>(
       kv_a, static_cast<int>(latent), static_cast<int>(rope), norm_weight, eps, positions, cos_table, sin_table,
       interleaved, slot_mapping, cache);
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t latent, int64_t rope,
+                        const float* norm_weight, float eps, const int32_t* positions, const float* cos_table,
+                        const float* sin_table, bool interleaved, const int64_t* slot_mapping, __nv_bfloat16* cache,
+                        cudaStream_t stream) {
+  launch_write_latent_cache<false>(kv_a, tokens, latent, rope, norm_weight, eps, positions, cos_table, sin_table,
+                                   interleaved, slot_mapping, cache, stream);
+}
+
+void write_latent_cache_fp8(const __nv_bfloat16* kv_a, int64_t tokens, int64_t latent, int64_t rope,
+                            const float* norm_weight, float eps, const int32_t* positions, const float* cos_table,
+                            const float* sin_table, bool interleaved, const int64_t* slot_mapping, uint8_t* cache,
+                            cudaStream_t stream) {
+  launch_write_latent_cache<true>(kv_a, tokens, latent, rope, norm_weight, eps, positions, cos_table, sin_table,
+                                  interleaved, slot_mapping, cache, stream);
+}
+
+void write_cache_fp8(const __nv_bfloat16* latent, int64_t latent_row_stride, const int64_t* slot_mapping,
+                     uint8_t* cache, int64_t tokens, int64_t width, cudaStream_t stream) {
+  DSINFER_CHECK(tokens >= 0 && width >= 0 && latent_row_stride >= width, "write_cache (fp8): ", tokens, " rows of ",
+                width, " with row stride ", latent_row_stride);
+  if (tokens == 0 || width == 0) return;
+  if (width % kChunk == 0 && latent_row_stride % kChunk == 0 && aligned16(latent) && reinterpret_cast<uintptr_t>(cache) % 8 == 0) {
+    RowGrid launch = row_grid(tokens, width / kChunk, 1);
+    write_cache_fp8_kernel<true><<<launch.grid, launch.block, 0, stream>>>(latent, latent_row_stride, width,
+                                                                             slot_mapping, cache, tokens);
+  } else {
+    RowGrid launch = row_grid(tokens, width, 1);
+    write_cache_fp8_kernel<false><<<launch.grid, launch.block, 0, stream>>>(latent, latent_row_stride, width,
+                                                                              slot_mapping, cache, tokens);
+  }
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 
@@ -499,6 +629,26 @@ void gather_cache(const __nv_bfloat16* cache, const int32_t* page_table_start, c
     gather_cache_kernel<uint16_t><<<launch.grid, launch.block, 0, stream>>>(
         reinterpret_cast<const uint16_t*>(cache), width, page_table_start, page_ids, context_lens, out_row_start,
         page_size, reinterpret_cast<uint16_t*>(out));
+  }
+  DSINFER_CUDA_CHECK_LAUNCH();
+}
+
+void gather_cache_fp8(const uint8_t* cache, const int32_t* page_table_start, const int32_t* page_ids,
+                      const int32_t* context_lens, const int32_t* out_row_start, __nv_bfloat16* out, int num_sequences,
+                      int max_context_len, int page_size, int64_t width, cudaStream_t stream) {
+  DSINFER_CHECK(num_sequences >= 0 && num_sequences <= kRowGridMaxBlocks && max_context_len >= 0 && page_size >= 1 &&
+                    width >= 0,
+                "gather_cache (fp8): unsupported batch (", num_sequences, " sequences, longest ", max_context_len,
+                ", page size ", page_size, ", width ", width, ")");
+  if (num_sequences == 0 || max_context_len == 0 || width == 0) return;
+  if (width % kChunk == 0 && reinterpret_cast<uintptr_t>(cache) % 8 == 0 && aligned16(out)) {
+    RowGrid launch = row_grid(max_context_len, width / kChunk, num_sequences);
+    gather_cache_fp8_kernel<true><<<launch.grid, launch.block, 0, stream>>>(
+        cache, width, page_table_start, page_ids, context_lens, out_row_start, page_size, out);
+  } else {
+    RowGrid launch = row_grid(max_context_len, width, num_sequences);
+    gather_cache_fp8_kernel<false><<<launch.grid, launch.block, 0, stream>>>(
+        cache, width, page_table_start, page_ids, context_lens, out_row_start, page_size, out);
   }
   DSINFER_CUDA_CHECK_LAUNCH();
 }

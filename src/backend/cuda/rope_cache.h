@@ -55,6 +55,17 @@ void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t laten
                         const float* sin_table, bool interleaved, const int64_t* slot_mapping, __nv_bfloat16* cache,
                         cudaStream_t stream);
 
+// The FP8 cache (cache_layout.h: e4m3 times kFp8CacheScale; what --kv-cache-dtype fp8 allocates):
+// the same writes with each value rounded to e4m3 as the CPU backend does (value / kFp8CacheScale,
+// nearest even, saturating at +-448): write_latent_cache_fp8 from the f32 norm and rope results,
+// write_cache_fp8 from the bf16 latent. cache [num_slots, width] e4m3 bytes; the rest as above.
+void write_latent_cache_fp8(const __nv_bfloat16* kv_a, int64_t tokens, int64_t latent, int64_t rope,
+                            const float* norm_weight, float eps, const int32_t* positions, const float* cos_table,
+                            const float* sin_table, bool interleaved, const int64_t* slot_mapping, uint8_t* cache,
+                            cudaStream_t stream);
+void write_cache_fp8(const __nv_bfloat16* latent, int64_t latent_row_stride, const int64_t* slot_mapping,
+                     uint8_t* cache, int64_t tokens, int64_t width, cudaStream_t stream);
+
 // Every sequence's cached rows in order: out[out_row_start[b] + j, :] = cache[slot(b, j), :] for
 // j < context_lens[b], slot(b, j) = page_ids[page_table_start[b] + j / page_size] * page_size +
 // j % page_size (the slot formula of the CPU backend).
@@ -65,5 +76,11 @@ void write_latent_cache(const __nv_bfloat16* kv_a, int64_t tokens, int64_t laten
 void gather_cache(const __nv_bfloat16* cache, const int32_t* page_table_start, const int32_t* page_ids,
                   const int32_t* context_lens, const int32_t* out_row_start, __nv_bfloat16* out, int num_sequences,
                   int max_context_len, int page_size, int64_t width, cudaStream_t stream);
+
+// The same gather from an FP8 cache, dequantized to bf16 (exact: every e4m3 value times a power-of-two
+// scale is a bf16 value).
+void gather_cache_fp8(const uint8_t* cache, const int32_t* page_table_start, const int32_t* page_ids,
+                      const int32_t* context_lens, const int32_t* out_row_start, __nv_bfloat16* out, int num_sequences,
+                      int max_context_len, int page_size, int64_t width, cudaStream_t stream);
 
 }  // namespace dsinfer::backend::cuda
