@@ -396,7 +396,12 @@ int run_quantize(int argc, char** argv) {
         continue;
       }
       const ExpertFactors* factors = nullptr;
-      if (awq) factors = &awq_factors.at(routed_expert_weight(item.name)->expert_prefix());
+      if (awq) {
+        auto found = awq_factors.find(routed_expert_weight(item.name)->expert_prefix());
+        DSINFER_CHECK(found != awq_factors.end(), checkpoint.dir(), ": ", item.name, " has no gate_proj.weight beside "
+                      "it (--awq scales an expert's three projections together)");
+        factors = &found->second;
+      }
       for (io::NamedTensor& tensor : quantize_expert(checkpoint, item.name, group_size, factors))
         tensors.push_back(std::move(tensor));
       ++quantized;
