@@ -343,6 +343,39 @@ TEST(Quantize, AwqGivesEveryExpertPositiveFactorsThatNeverLoseToRoundToNearest) 
   EXPECT_EQ(std::max_element(got, got + vocab) - got, std::max_element(want, want + vocab) - want);
 }
 
+// An FP8 source (the test fixture's DeepSeek-FP8 twin: 128 x 128 block scales, hidden 128, I = 64) runs
+// for the calibration as it is, and its experts are dequantized, scaled and rounded like a BF16 one's.
+TEST(Quantize, AwqCalibratesAnFp8CheckpointAsItIsStored) {
+  ScratchDir scratch;
+  const std::string model = source_path("tests/fixtures/models/v3-tiny-fp8"), out = scratch.file("awq");
+  const std::string calib = scratch.file("calib.jsonl");
+  write_file(calib, R"({"text": "The quick brown fox jumps over the lazy dog, again and again, 1 2 3 4 5."})" "\n"
+                    R"({"prompt": "Pack my box with five dozen liquor jugs; how vexingly quick daft zebras jump!"})" "\n");
+  ASSERT_EQ(quantize({"--model", model, "--out", out, "--method", "w4a8", "--group-size", "32", "--awq", "--calib",
+                      calib}),
+            0);
+  const io::Checkpoint quantized = io::Checkpoint::open(out);
+  const std::string expert = "model.layers.1.mlp.experts.0.";
+  ASSERT_TRUE(quantized.contains(expert + "gate_proj.pre_quant_scale"));
+  EXPECT_EQ(quantized.tensor(expert + "gate_proj.pre_quant_scale").shape(), Shape{128});
+  EXPECT_FALSE(quantized.contains(expert + "gate_proj.weight_scale_inv"));
+  const Json config = Json::parse(read_file(out + "/config.json"));
+  const Json& record = *config.find("quantization_config")->find("dsinfer_awq");
+  EXPECT_GT(record.find("experts_calibrated")->as_int(), 0);
+  for (const auto& [layer, errors] : record.find("layers")->as_object())
+    for (const char* product : {"gate_up", "down"})
+      EXPECT_LE(errors.find(str_cat(product, "_awq_error"))->as_double(),
+                errors.find(str_cat(product, "_rtn_error"))->as_double())
+          << "layer " << layer << " " << product;
+  auto cpu = backend::make_backend("cpu");
+  auto loaded = model::DeepseekModel::load(out, *cpu);
+  model::LatentCache cache = loaded->make_cache(1);
+  model::BatchBuilder batch;
+  batch.add(std::vector<int32_t>{1, 2, 3, 4}, 0, {0}, model::LogitRows::kLast);
+  const Tensor logits = loaded->forward(batch.build(), cache).logits;
+  for (int64_t i = 0; i < logits.numel(); ++i) ASSERT_TRUE(std::isfinite(logits.data<float>()[i])) << i;
+}
+
 TEST(Quantize, RefusesInputsThatAreNotACheckpointToQuantize) {
   ScratchDir scratch;
   const std::string out = scratch.file("w4a8");
