@@ -120,16 +120,30 @@ ExpertAwq search_expert(backend::Backend& cpu, const ExpertWeights& expert, cons
                     expert.down.dim(0) == x.dim(1) && expert.down.dim(1) == expert.gate.dim(0) && options.grid > 0,
                 "AWQ: rows ", x.shape().to_string(), " do not fit an expert of gate ", expert.gate.shape().to_string(),
                 " and down ", expert.down.shape().to_string(), " (or the grid ", options.grid, " is empty)");
-  const Tensor gate_up = stack_rows(expert.gate, expert.up);                        // [2I, H]
-  const Tensor h = cpu.silu_mul(cpu.linear(x, {gate_up, {}, {}}));                  // [R, I]
-  const Tensor y = cpu.linear(h, {expert.down, {}, {}});                            // [R, H]
-  ExpertAwq out;
-  out.gate_up = search(channel_means(x), h, options, [&](const Tensor& p) {
+  const Tensor gate_up = stack_rows(expert.gate, expert.up);  // [2I, H]
+  const backend::LinearWeight down{expert.down, {}, {}};
+  const Tensor y = cpu.linear(cpu.silu_mul(cpu.linear(x, {gate_up, {}, {}})), down);  // [R, H]
+  auto hidden = [&](const Tensor& p) {  // h [R, I] through the int4 gate_up with factors p
     return cpu.silu_mul(cpu.linear(x, w4a8_weight(gate_up, p, options.group_size)));
-  });
+  };
+  ExpertAwq out;
+  // gate_up by its effect on the expert's output (down unquantized), as llm-awq measures a block.
+  out.gate_up = search(channel_means(x), y, options, [&](const Tensor& p) { return cpu.linear(hidden(p), down); });
+  // down on h as the chosen gate_up gives it: its input at run time.
+  const Tensor h = hidden(out.gate_up.factors);
   out.down = search(channel_means(h), y, options, [&](const Tensor& p) {
     return cpu.linear(h, w4a8_weight(expert.down, p, options.group_size));
   });
+  // The whole expert against round to nearest (both products at p = 1); never worse on these rows.
+  const std::vector<float> none_h(static_cast<size_t>(x.dim(1)), 1.0f), none_i(static_cast<size_t>(h.dim(1)), 1.0f);
+  const Tensor ones_h = factors_at(none_h, 0.0), ones_i = factors_at(none_i, 0.0);
+  out.rtn_error = relative_error(cpu.linear(hidden(ones_h), w4a8_weight(expert.down, ones_i, options.group_size)), y);
+  out.error = out.down.error;
+  if (out.error > out.rtn_error) {
+    out.gate_up = {ones_h, 0.0, out.rtn_error, out.gate_up.rtn_error};
+    out.down = {ones_i, 0.0, out.rtn_error, out.down.rtn_error};
+    out.error = out.rtn_error;
+  }
   return out;
 }
 

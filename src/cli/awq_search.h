@@ -9,15 +9,18 @@
 // The search (llm-awq's auto_scale): s = mean|x|^alpha per channel over the calibration rows,
 // normalised to s / sqrt(max(s) min(s)), p = 1 / s; alpha on a grid of grid + 1 points in [0, 1]; the
 // alpha whose product, computed as the runtime computes it (Backend::linear on the int4 weight with
-// p: the e4m3 activations included), is closest to the unquantized one on those rows. alpha = 0 is
-// p = 1, plain round to nearest, and the first point tried, so the choice is never worse than RTN
-// on the calibration rows.
+// p: the e4m3 activations included), leaves the expert's output closest to the unquantized one on
+// those rows. alpha = 0 is p = 1, plain round to nearest, and the first point tried.
 //
-// An expert's two sets (expert: y = down(silu(gate x) * up x)):
+// An expert's two sets (expert: y = down(silu(gate x) * up x)), searched in order:
 //   gate_up: p_in [H] on x, shared by gate and up (one input, quantized once), the error measured on
-//     h = silu(g) * u; stored as gate_proj.pre_quant_scale and up_proj.pre_quant_scale.
-//   down: p_down [I] on h, folded into up's rows (up_i * p_i gives h_i * p_i exactly, silu(g) being
-//     untouched), so it costs nothing at run time and is not stored.
+//     y with down unquantized (llm-awq measures a block's output alike); stored as
+//     gate_proj.pre_quant_scale and up_proj.pre_quant_scale.
+//   down: p_down [I] on h = silu(g) * u as the chosen int4 gate_up gives it (its input at run time),
+//     the error measured on y; folded into up's rows (up_i * p_i gives h_i * p_i exactly, silu(g)
+//     being untouched), so it costs nothing at run time and is not stored.
+// Then the whole expert with both choices against both products at p = 1: an expert where AWQ would
+// do worse on its calibration rows keeps round to nearest, so it never does.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,9 @@ struct AwqChoice {
 struct ExpertAwq {
   AwqChoice gate_up;  // p_in [H]
   AwqChoice down;     // p_down [I]
+  // The expert's output y = down(silu(gate x) * up x) with both products in int4, as relative squared
+  // errors: round to nearest (p = 1 for both) and the choice; error <= rtn_error.
+  double rtn_error = 0, error = 0;
 };
 
 // An expert's f32 weights: gate and up [I, H], down [H, I].

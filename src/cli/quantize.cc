@@ -200,8 +200,9 @@ std::vector<io::NamedTensor> quantize_expert(const io::Checkpoint& checkpoint, c
 
 // --awq: the calibration texts' rows per expert, then every expert's search (awq_search.h), before
 // anything is written. Returns the factors by expert prefix ("model.layers.L.mlp.experts.E.") and
-// fills the summary quantization_config records (errors per layer, relative squared, averaged over
-// the layer's experts; experts the calibration never reached keep p = 1: round to nearest).
+// fills the summary quantization_config records (per layer, averaged over the layer's experts: the
+// relative squared error of the expert's output with RTN and with AWQ on its calibration rows, and
+// the alphas; experts the calibration never reached keep p = 1: round to nearest).
 std::map<std::string, ExpertFactors> search_awq(const io::Checkpoint& checkpoint, const Plan& plan,
                                                 const CalibrationRows& calibration, int64_t group_size,
                                                 Json& summary) {
@@ -210,7 +211,7 @@ std::map<std::string, ExpertFactors> search_awq(const io::Checkpoint& checkpoint
   std::map<std::string, ExpertFactors> factors;
   struct LayerErrors {
     int64_t experts = 0, calibrated = 0;
-    double gate_up_rtn = 0, gate_up_awq = 0, down_rtn = 0, down_awq = 0, gate_up_alpha = 0, down_alpha = 0;
+    double rtn = 0, awq = 0, gate_up_alpha = 0, down_alpha = 0;
   };
   std::map<int64_t, LayerErrors> layers;
   for (const std::vector<Item>& shard : plan.shards) {
@@ -235,10 +236,8 @@ std::map<std::string, ExpertFactors> search_awq(const io::Checkpoint& checkpoint
       }
       const ExpertAwq found = search_expert(*cpu, weights, *rows, options);
       ++errors.calibrated;
-      errors.gate_up_rtn += found.gate_up.rtn_error;
-      errors.gate_up_awq += found.gate_up.error;
-      errors.down_rtn += found.down.rtn_error;
-      errors.down_awq += found.down.error;
+      errors.rtn += found.rtn_error;
+      errors.awq += found.error;
       errors.gate_up_alpha += found.gate_up.alpha;
       errors.down_alpha += found.down.alpha;
       factors.emplace(prefix, ExpertFactors{found.gate_up.factors, found.down.factors});
@@ -253,15 +252,13 @@ std::map<std::string, ExpertFactors> search_awq(const io::Checkpoint& checkpoint
     const double n = static_cast<double>(errors.calibrated);
     Json entry = Json::object();
     entry["experts_calibrated"] = errors.calibrated;
-    entry["gate_up_rtn_error"] = errors.gate_up_rtn / n;
-    entry["gate_up_awq_error"] = errors.gate_up_awq / n;
+    entry["rtn_error"] = errors.rtn / n;
+    entry["awq_error"] = errors.awq / n;
     entry["gate_up_mean_alpha"] = errors.gate_up_alpha / n;
-    entry["down_rtn_error"] = errors.down_rtn / n;
-    entry["down_awq_error"] = errors.down_awq / n;
     entry["down_mean_alpha"] = errors.down_alpha / n;
-    log_info("AWQ layer ", layer, ": ", errors.calibrated, " of ", errors.experts, " experts calibrated; gate_up error ",
-             errors.gate_up_rtn / n, " (RTN) -> ", errors.gate_up_awq / n, ", down ", errors.down_rtn / n, " -> ",
-             errors.down_awq / n);
+    log_info("AWQ layer ", layer, ": ", errors.calibrated, " of ", errors.experts, " experts calibrated; the experts' "
+             "output error ", errors.rtn / n, " (RTN) -> ", errors.awq / n, ", mean alpha ", errors.gate_up_alpha / n,
+             " (gate_up), ", errors.down_alpha / n, " (down)");
     by_layer.as_object().emplace_back(std::to_string(layer), std::move(entry));
   }
   summary["experts"] = experts;
@@ -345,7 +342,8 @@ int run_quantize(int argc, char** argv) {
                  "rows it sees over --calib's texts: its gate and up projections get a pre_quant_scale (docs/w4a8.md)");
   flags.add_string("calib", "FILE", "--awq's calibration texts: JSON lines with \"text\" or \"prompt\" (a rendered "
                    "conversation) or \"messages\" (rendered with the model's chat template)");
-  flags.add_int("calib-rows", "--awq: input rows kept per expert (a uniform sample) for the search", 2048);
+  flags.add_int("calib-rows", "--awq: input rows kept per expert (a uniform sample) for the search; memory: rows x "
+                "hidden x 4 bytes per expert", 8192);
   if (!flags.parse(argc, argv)) return 0;
 
   const bool awq = flags.get_bool("awq");
