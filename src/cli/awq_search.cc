@@ -150,8 +150,10 @@ ExpertAwq search_expert(backend::Backend& cpu, const ExpertWeights& expert, cons
 Tensor scale_weight(const Tensor& weight, const Tensor& row_factors, const Tensor& column_factors) {
   expect_matrix(weight, "the weight");
   const int64_t N = weight.dim(0), K = weight.dim(1);
-  DSINFER_CHECK((!row_factors.defined() || (row_factors.dtype() == DType::kF32 && row_factors.numel() == N)) &&
-                    (!column_factors.defined() || (column_factors.dtype() == DType::kF32 && column_factors.numel() == K)),
+  auto fits = [](const Tensor& factors, int64_t n) {
+    return !factors.defined() || (factors.dtype() == DType::kF32 && factors.numel() == n);
+  };
+  DSINFER_CHECK(fits(row_factors, N) && fits(column_factors, K),
                 "AWQ: factors ", row_factors.defined() ? row_factors.shape().to_string() : "(none)", " and ",
                 column_factors.defined() ? column_factors.shape().to_string() : "(none)", " for a weight of ",
                 weight.shape().to_string());

@@ -156,7 +156,8 @@ Plan plan_output(const io::Checkpoint& checkpoint, int64_t group_size, size_t ma
       check_expert(checkpoint, info, group_size);
       const int64_t rows = info.shape[0], cols = info.shape[1];
       item.out_bytes = static_cast<size_t>(rows * cols / kValuesPerWord * 4 + rows * (cols / group_size) * 2 + 16);
-      if (awq && !name.ends_with("down_proj.weight")) item.out_bytes += static_cast<size_t>(cols) * 4;  // pre_quant_scale
+      if (awq && !name.ends_with("down_proj.weight"))
+        item.out_bytes += static_cast<size_t>(cols) * 4;  // its pre_quant_scale
       ++plan.quantized;
     }
     if (plan.shards.empty() || (shard_bytes > 0 && shard_bytes + item.out_bytes > max_shard_bytes)) {
@@ -222,16 +223,19 @@ std::map<std::string, ExpertFactors> search_awq(const io::Checkpoint& checkpoint
       for (const char* other : {"up_proj.weight", "down_proj.weight"})
         DSINFER_CHECK(checkpoint.contains(prefix + other), checkpoint.dir(), ": ", item.name, " has no ", prefix,
                       other, " beside it (--awq scales an expert's three projections together)");
-      const ExpertWeights weights{load_expert(checkpoint, item.name), load_expert(checkpoint, prefix + "up_proj.weight"),
+      const ExpertWeights weights{load_expert(checkpoint, item.name),
+                                  load_expert(checkpoint, prefix + "up_proj.weight"),
                                   load_expert(checkpoint, prefix + "down_proj.weight")};
       LayerErrors& errors = layers[expert->layer];
       ++errors.experts;
       const Tensor* rows = calibration.find(expert->layer, expert->expert);
       if (rows == nullptr) {  // never routed: round to nearest
-        ExpertFactors ones{Tensor::empty(DType::kF32, {weights.gate.dim(1)}), Tensor::empty(DType::kF32, {weights.gate.dim(0)})};
-        std::fill_n(ones.p_in.data<float>(), ones.p_in.numel(), 1.0f);
-        std::fill_n(ones.p_down.data<float>(), ones.p_down.numel(), 1.0f);
-        factors.emplace(prefix, ones);
+        auto ones = [](int64_t n) {
+          Tensor t = Tensor::empty(DType::kF32, {n});
+          std::fill_n(t.data<float>(), n, 1.0f);
+          return t;
+        };
+        factors.emplace(prefix, ExpertFactors{ones(weights.gate.dim(1)), ones(weights.gate.dim(0))});
         continue;
       }
       const ExpertAwq found = search_expert(*cpu, weights, *rows, options);
