@@ -12,7 +12,7 @@
 #     configuration's next-token distributions from bf16's, teacher-forced over KL_NUM held-out
 #     conversations (200 by default), and how often the top-1 token agrees.
 # Figures: w4a8 is round to nearest (the name older results used), w4a8_awq the AWQ copy; fp8_kv adds
-# --kv-cache-dtype fp8.
+# --kv-cache-dtype fp8 (FP8_KV=0 leaves those configurations out, for a backend without the FP8 cache).
 # Writes bench/results/eval_w4a8_dsv3-tiny_$DEVICE.json (bf16's accuracies as the anchor).
 # Run from the repository root after `make build`:
 #   bench/run_w4a8_eval.sh [NUM [KL_NUM]]
@@ -20,6 +20,7 @@
 set -euo pipefail
 BUILD=${BUILD:-build}
 DEVICE=${DEVICE:-cpu}
+FP8_KV=${FP8_KV:-1}
 CALIB=${CALIB:-bench/data/awq_calib_dsv3-tiny.jsonl}
 NUM=${1:-1000}
 KL_NUM=${2:-200}
@@ -40,22 +41,25 @@ run() {  # run NAME MODEL [EVAL FLAGS...]
     --num "$KL_NUM" "$@" --json > "$scratch/${name}_kl.json"
 }
 run bf16 models/dsv3-tiny
-run fp8_kv models/dsv3-tiny --kv-cache-dtype fp8
 run w4a8 "$scratch/w4a8"
-run w4a8_fp8_kv "$scratch/w4a8" --kv-cache-dtype fp8
 run w4a8_awq "$scratch/w4a8_awq"
-run w4a8_awq_fp8_kv "$scratch/w4a8_awq" --kv-cache-dtype fp8
+configs="w4a8 w4a8_awq"
+if [[ $FP8_KV == 1 ]]; then
+  run fp8_kv models/dsv3-tiny --kv-cache-dtype fp8
+  run w4a8_fp8_kv "$scratch/w4a8" --kv-cache-dtype fp8
+  run w4a8_awq_fp8_kv "$scratch/w4a8_awq" --kv-cache-dtype fp8
+  configs="fp8_kv w4a8 w4a8_fp8_kv w4a8_awq w4a8_awq_fp8_kv"
+fi
 device_name=cpu
 if [[ $DEVICE != cpu ]]; then
   device_name="$DEVICE: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 fi
-python3 - "$scratch" "$NUM" "$tasks" "$KL_NUM" "$DEVICE" "$device_name" "$CALIB" <<'PY'
+python3 - "$scratch" "$NUM" "$tasks" "$KL_NUM" "$DEVICE" "$device_name" "$CALIB" "$configs" <<'PY'
 import json, sys
 sys.path.insert(0, "bench")
 import eval_result
 scratch, num, tasks, kl_num = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), int(sys.argv[4])
-device, device_name, calib = sys.argv[5], sys.argv[6], sys.argv[7]
-configs = ("fp8_kv", "w4a8", "w4a8_fp8_kv", "w4a8_awq", "w4a8_awq_fp8_kv")
+device, device_name, calib, configs = sys.argv[5], sys.argv[6], sys.argv[7], sys.argv[8].split()
 def accuracy(name, task):
     return json.load(open(f"{scratch}/{name}_{task}.json"))["accuracy"]
 figures, anchor = {}, {"name": "the same tasks on the bf16 model (compute-dtype cache), this run"}
@@ -69,16 +73,16 @@ for name in configs:
     kl = json.load(open(f"{scratch}/{name}_kl.json"))
     for key in ("mean_kl", "max_kl", "top1_agreement", "positions"):
         figures[f"{name}_{key}"] = kl[key]
-for name in ("w4a8", "w4a8_awq"):  # the worst task, with and without the FP8 cache
-    for kv in ("", "_fp8_kv"):
-        figures[f"{name}{kv}_worst_points_vs_bf16"] = min(figures[f"{t}_{name}{kv}_points_vs_bf16"] for t in tasks)
+for name in configs:  # the worst task
+    if name != "fp8_kv":
+        figures[f"{name}_worst_points_vs_bf16"] = min(figures[f"{t}_{name}_points_vs_bf16"] for t in tasks)
 eval_result.write(f"bench/results/eval_w4a8_dsv3-tiny_{device}.json", "eval_w4a8",
                   {"model": "models/dsv3-tiny", "quantization": "dsinfer quantize --method w4a8: w4a8 round to "
                      "nearest, w4a8_awq with --awq --calib " + calib + " (symmetric int4, group 128, BF16 scales; "
                      "e4m3 activations, a scale per token row)",
                      "problems_per_task": num, "tasks": tasks, "kl_conversations": kl_num,
-                     "configurations": ["bf16 (anchor)", "bf16 + --kv-cache-dtype fp8", "w4a8 (RTN)",
-                                        "w4a8 + --kv-cache-dtype fp8", "w4a8_awq", "w4a8_awq + --kv-cache-dtype fp8"],
+                     "configurations": ["bf16 (anchor)"] + [name.replace("_fp8_kv", " + --kv-cache-dtype fp8")
+                                                              for name in configs],
                      "decoding": "greedy"},
                   figures, anchor, device=None if device == "cpu" else device_name)
 PY
