@@ -44,6 +44,9 @@ the problem, whatever the wording). Run this file to see one rendered example of
     python3 tools/make_training_data.py --show
 or to pack the prose corpus for the GPU machine (needs `apt-get install fortunes`):
     python3 tools/make_training_data.py --prepare-prose
+or to write AWQ calibration texts for `dsinfer quantize --awq --calib` (the training mix of the tasks
+and tool documents, none of them a held-out problem; prose needs the corpus, so it is left out):
+    python3 tools/make_training_data.py --calib 256 > bench/data/awq_calib_dsv3-tiny.jsonl
 """
 
 import argparse
@@ -602,7 +605,11 @@ def main():
     parser.add_argument("--mix", type=int, metavar="N",
                         help="draw N documents and print each kind's share of documents and of tokens "
                              "(tokens counted with models/dsv3-tiny's tokenizer)")
+    parser.add_argument("--calib", type=int, metavar="N",
+                        help="print N calibration texts as JSON lines ({\"kind\", \"text\"}) for dsinfer quantize --awq")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-seed", type=int, default=2024, help="seed of the held-out sets (--calib avoids them)")
+    parser.add_argument("--eval-count", type=int, default=1000, help="held-out problems per task (--calib avoids them)")
     args = parser.parse_args()
     if args.prepare_prose:
         prepare_prose()
@@ -616,7 +623,31 @@ def main():
         print(f"===== no_tool\n{tool_data.make_no_tool_document(rng, make_problem, frozenset())[0]}\n")
     if args.mix:
         show_mix(args.mix, args.seed)
+    if args.calib:
+        for row in calibration_texts(args.calib, args.seed, args.eval_count, args.eval_seed):
+            print(json.dumps(row, ensure_ascii=False))
     return 0
+
+
+def calibration_texts(count, seed, eval_count, eval_seed):
+    """`count` training-distribution documents without prose (tasks, tool and no-tool chats), drawn in
+    DOCUMENT_MIX's proportions from a seed of their own, avoiding the held-out problems as training does."""
+    excluded = frozenset(p[0] for task in TASKS for p in eval_problems(task, eval_count, eval_seed))
+    _, tool_keys = tool_eval_sets(eval_count, eval_seed, excluded)
+    excluded |= tool_keys
+    mix = {kind: share for kind, share in DOCUMENT_MIX.items() if kind in TASKS or kind in ("tool", "no_tool")}
+    rng = random.Random(f"calib-{seed}")
+    rows = []
+    for _ in range(count):
+        kind = rng.choices(list(mix), weights=list(mix.values()))[0]
+        if kind == "tool":
+            text, _ = tool_data.make_tool_document(rng, excluded)
+        elif kind == "no_tool":
+            text, _ = tool_data.make_no_tool_document(rng, make_problem, excluded)
+        else:
+            text = render(conversation(rng, [kind], excluded))
+        rows.append({"kind": kind, "text": text})
+    return rows
 
 
 def show_mix(count, seed):

@@ -61,7 +61,10 @@ HEADLINES = {
                       "reverse_fp8_points_vs_f32", "reverse_fp8_ds_mla_points_vs_f32"],
     "eval_w4a8": ["w4a8_mean_kl", "w4a8_max_kl", "w4a8_fp8_kv_mean_kl", "w4a8_fp8_kv_max_kl",
                   "copy_w4a8_points_vs_bf16", "copy_w4a8_fp8_kv_points_vs_bf16", "reverse_w4a8_points_vs_bf16",
-                  "reverse_w4a8_fp8_kv_points_vs_bf16"],
+                  "reverse_w4a8_fp8_kv_points_vs_bf16",
+                  "w4a8_awq_mean_kl", "w4a8_awq_max_kl", "w4a8_awq_fp8_kv_mean_kl", "w4a8_awq_fp8_kv_max_kl",
+                  "w4a8_worst_points_vs_bf16", "w4a8_fp8_kv_worst_points_vs_bf16", "w4a8_awq_worst_points_vs_bf16",
+                  "w4a8_awq_fp8_kv_worst_points_vs_bf16"],
 }
 CONFIG_KEYS = {
     "model_step": ["config", "num_layers", "weights", "context", "prefill"],

@@ -97,12 +97,15 @@ enum class WeightUse : uint8_t { kLinear, kExperts };
 //   kW4A8 (docs/w4a8.md): data u8 [N, K / 2], the int4 values q + 8 two to a byte, the lower column
 //     in the low nibble; scale f32 [N, K / G] per group of G columns (w = q * scale); input_scale f32
 //     [] (a stack: [E]): the activations' static e4m3 scale, undefined for one per token row,
-//     amax(|row|) / 448.
+//     amax(|row|) / 448; pre_scale f32 [K] (a stack: [E, K]): AWQ's per-input-channel factors, the
+//     input multiplied by them before its e4m3 quantization (x * pre_scale, the checkpoint's
+//     P.pre_quant_scale), undefined for none.
 struct LinearWeight {
   Tensor data;   // [N, K] or [E, N, K] (kW4A8: [.., K / 2] bytes)
   Tensor scale{};  // kFp8Block, kW4A8: as above, [E, ...] for a stack; else undefined
   WeightFormat format = WeightFormat::kDense;
   Tensor input_scale{};  // kW4A8 only, optional
+  Tensor pre_scale{};    // kW4A8 only, optional
 
   int64_t out_features() const { return data.dim(-2); }
   int64_t in_features() const { return format == WeightFormat::kW4A8 ? 2 * data.dim(-1) : data.dim(-1); }
@@ -113,6 +116,7 @@ struct LinearWeight {
     LinearWeight one{data.slice(e, e + 1).view({data.dim(1), data.dim(2)}), {}, format};
     if (scale.defined()) one.scale = scale.slice(e, e + 1).view({scale.dim(1), scale.dim(2)});
     if (input_scale.defined()) one.input_scale = input_scale.slice(e, e + 1).view(Shape());
+    if (pre_scale.defined()) one.pre_scale = pre_scale.slice(e, e + 1).view({pre_scale.dim(1)});
     return one;
   }
 };

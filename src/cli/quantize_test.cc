@@ -20,6 +20,10 @@
 #include "io/safetensors_writer.h"
 #include "io/test_util.h"
 #include "io/weight_format.h"
+#include "backend/make_backend.h"
+#include "core/strings.h"
+#include "model/batch_builder.h"
+#include "model/deepseek_model.h"
 
 namespace dsinfer::cli {
 namespace {
@@ -232,8 +236,21 @@ TEST(Quantize, RefusesWhatItCannotHonourBeforeWritingAnything) {
     EXPECT_THAT([&] { quantize(args); }, ThrowsMessage<Error>(HasSubstr(message)));
     EXPECT_FALSE(fs::exists(out));
   };
-  refuses({"--method", "w4a8", "--awq"}, "--awq is not implemented yet");
-  refuses({"--method", "w4a8", "--calib", "prompts.jsonl"}, "--calib is not implemented yet");
+  refuses({"--method", "w4a8", "--awq"}, "--awq needs --calib FILE");
+  refuses({"--method", "w4a8", "--calib", "prompts.jsonl"}, "--calib is for --awq");
+  refuses({"--method", "w4a8", "--awq", "--calib", scratch.file("missing.jsonl")}, "missing.jsonl: no such file");
+  write_file(scratch.file("empty.jsonl"), "\n\n");
+  refuses({"--method", "w4a8", "--awq", "--calib", scratch.file("empty.jsonl")}, "holds no text to calibrate on");
+  write_file(scratch.file("numbers.jsonl"), "{\"text\": \"hello\"}\n[1, 2]\n");
+  refuses({"--method", "w4a8", "--awq", "--calib", scratch.file("numbers.jsonl")},
+          "numbers.jsonl:2: expected a JSON object");
+  write_file(scratch.file("fields.jsonl"), "{\"answer\": \"3\"}\n");
+  refuses({"--method", "w4a8", "--awq", "--calib", scratch.file("fields.jsonl")},
+          "fields.jsonl:1: expected a string \"text\" or \"prompt\", or an array \"messages\"");
+  write_file(scratch.file("broken.jsonl"), "{\"text\": \n");
+  refuses({"--method", "w4a8", "--awq", "--calib", scratch.file("broken.jsonl")}, "broken.jsonl:1: ");
+  refuses({"--method", "w4a8", "--awq", "--calib", scratch.file("fields.jsonl"), "--calib-rows", "0"},
+          "--calib-rows must be positive");
   refuses({"--method", "gptq"}, "--method 'gptq' is not supported (accepted: w4a8)");
   refuses({"--method", "w4a8", "--group-size", "12"}, "--group-size must be a positive multiple of 8");
   refuses({"--method", "w4a8", "--group-size", "0"}, "--group-size must be a positive multiple of 8");
@@ -247,6 +264,110 @@ TEST(Quantize, RefusesWhatItCannotHonourBeforeWritingAnything) {
   EXPECT_THAT([&] { quantize({"--model", model, "--out", out, "--method", "w4a8"}); },
               ThrowsMessage<Error>(HasSubstr("exists and is not empty (give --overwrite")));
   EXPECT_EQ(read_file(out + "/notes.txt"), "mine");
+}
+
+// --awq on the bundled model, calibrated on the first texts of bench/data's file (and a "messages" line,
+// rendered with the chat template): every expert's gate and up get one pre_quant_scale, positive and
+// finite, down none; gate is stored divided by it; the search's record says AWQ never lost to round to
+// nearest; and the checkpoint loads and runs close to the bf16 model.
+TEST(Quantize, AwqGivesEveryExpertPositiveFactorsThatNeverLoseToRoundToNearest) {
+  ScratchDir scratch;
+  const std::string model = source_path("models/dsv3-tiny"), out = scratch.file("awq");
+  const std::string calib = scratch.file("calib.jsonl");
+  std::string lines;
+  int count = 0;
+  for (const std::string& line : split(read_file(source_path("bench/data/awq_calib_dsv3-tiny.jsonl")), '\n'))
+    if (!line.empty() && count++ < 24) lines += line + "\n";
+  lines += R"({"messages": [{"role": "user", "content": "12+34"}]})" "\n";
+  write_file(calib, lines);
+  ASSERT_EQ(quantize({"--model", model, "--out", out, "--method", "w4a8", "--awq", "--calib", calib}), 0);
+
+  const io::Checkpoint source = io::Checkpoint::open(model);
+  const io::Checkpoint quantized = io::Checkpoint::open(out);
+  int experts = 0;
+  for (const std::string& name : source.names()) {
+    if (!is_routed_expert_weight(name) || !name.ends_with("gate_proj.weight")) continue;
+    SCOPED_TRACE(name);
+    ++experts;
+    const std::string gate = prefix_of(name), expert = gate.substr(0, gate.size() - 9);  // "...experts.E."
+    ASSERT_TRUE(quantized.contains(gate + ".pre_quant_scale"));
+    const Tensor factors = quantized.tensor(gate + ".pre_quant_scale");
+    EXPECT_EQ(factors.dtype(), DType::kF32);
+    ASSERT_EQ(factors.shape(), Shape{256});
+    EXPECT_TRUE(same_bytes(factors, quantized.tensor(expert + "up_proj.pre_quant_scale")));
+    EXPECT_FALSE(quantized.contains(expert + "down_proj.pre_quant_scale"));  // folded into up
+    for (int64_t k = 0; k < 256; ++k) {
+      const float p = factors.data<float>()[k];
+      ASSERT_TRUE(p > 0.0f && std::isfinite(p)) << k << ": " << p;
+    }
+    Tensor expected = io::load_f32(source, name);  // gate / p, column by column
+    for (int64_t n = 0; n < expected.dim(0); ++n)
+      for (int64_t k = 0; k < 256; ++k) expected.data<float>()[n * 256 + k] /= factors.data<float>()[k];
+    EXPECT_LE(check_quantized(quantized, gate, expected, 128), 0.5 + 1e-6);
+  }
+  EXPECT_EQ(experts, 5 * 8);
+
+  const Json config = Json::parse(read_file(out + "/config.json"));
+  const Json& record = *config.find("quantization_config")->find("dsinfer_awq");
+  EXPECT_EQ(record.find("calibration_texts")->as_int(), 25);
+  EXPECT_EQ(record.find("experts")->as_int(), 40);
+  EXPECT_GT(record.find("experts_calibrated")->as_int(), 30);
+  for (const auto& [layer, errors] : record.find("layers")->as_object()) {
+    SCOPED_TRACE("layer " + layer);
+    const double rtn = errors.find("rtn_error")->as_double(), awq = errors.find("awq_error")->as_double();
+    EXPECT_GT(rtn, 0.0);
+    EXPECT_LE(awq, rtn);
+  }
+  // The compressed-tensors block itself is the documented one.
+  Json block = *config.find("quantization_config");
+  std::erase_if(block.as_object(), [](const Json::Member& member) { return member.first == "dsinfer_awq"; });
+  EXPECT_EQ(block, Json::parse(kDocumentedConfig));
+
+  // It runs, and near the bf16 model: the same greedy answer to a calibration-free prompt.
+  auto cpu = backend::make_backend("cpu");
+  const std::vector<int32_t> prompt = {0, 3, 662, 286, 391, 98, 357, 869, 5542, 102, 1017, 369, 22, 29, 4};
+  auto last_logits = [&](const std::string& dir) {
+    auto loaded = model::DeepseekModel::load(dir, *cpu);
+    model::LatentCache cache = loaded->make_cache(1);
+    model::BatchBuilder batch;
+    batch.add(prompt, 0, {0}, model::LogitRows::kLast);
+    return loaded->forward(batch.build(), cache).logits;  // [1, vocab]
+  };
+  const Tensor reference = last_logits(model), awq = last_logits(out);
+  const float* want = reference.data<float>();
+  const float* got = awq.data<float>();
+  const int64_t vocab = reference.dim(1);
+  EXPECT_EQ(std::max_element(got, got + vocab) - got, std::max_element(want, want + vocab) - want);
+}
+
+// An FP8 source (the test fixture's DeepSeek-FP8 twin: 128 x 128 block scales, hidden 128, I = 64) runs
+// for the calibration as it is, and its experts are dequantized, scaled and rounded like a BF16 one's.
+TEST(Quantize, AwqCalibratesAnFp8CheckpointAsItIsStored) {
+  ScratchDir scratch;
+  const std::string model = source_path("tests/fixtures/models/v3-tiny-fp8"), out = scratch.file("awq");
+  const std::string calib = scratch.file("calib.jsonl");
+  write_file(calib, R"({"text": "The quick brown fox jumps over the lazy dog, again and again, 1 2 3 4 5."})" "\n"
+                    R"({"prompt": "Pack my box with five dozen liquor jugs; how vexingly quick daft zebras jump!"})" "\n");
+  ASSERT_EQ(quantize({"--model", model, "--out", out, "--method", "w4a8", "--group-size", "32", "--awq", "--calib",
+                      calib}),
+            0);
+  const io::Checkpoint quantized = io::Checkpoint::open(out);
+  const std::string expert = "model.layers.1.mlp.experts.0.";
+  ASSERT_TRUE(quantized.contains(expert + "gate_proj.pre_quant_scale"));
+  EXPECT_EQ(quantized.tensor(expert + "gate_proj.pre_quant_scale").shape(), Shape{128});
+  EXPECT_FALSE(quantized.contains(expert + "gate_proj.weight_scale_inv"));
+  const Json config = Json::parse(read_file(out + "/config.json"));
+  const Json& record = *config.find("quantization_config")->find("dsinfer_awq");
+  EXPECT_GT(record.find("experts_calibrated")->as_int(), 0);
+  for (const auto& [layer, errors] : record.find("layers")->as_object())
+    EXPECT_LE(errors.find("awq_error")->as_double(), errors.find("rtn_error")->as_double()) << "layer " << layer;
+  auto cpu = backend::make_backend("cpu");
+  auto loaded = model::DeepseekModel::load(out, *cpu);
+  model::LatentCache cache = loaded->make_cache(1);
+  model::BatchBuilder batch;
+  batch.add(std::vector<int32_t>{1, 2, 3, 4}, 0, {0}, model::LogitRows::kLast);
+  const Tensor logits = loaded->forward(batch.build(), cache).logits;
+  for (int64_t i = 0; i < logits.numel(); ++i) ASSERT_TRUE(std::isfinite(logits.data<float>()[i])) << i;
 }
 
 TEST(Quantize, RefusesInputsThatAreNotACheckpointToQuantize) {

@@ -25,6 +25,7 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* check
   WeightLoader weights = checkpoint ? WeightLoader(*checkpoint, config_, backend_, options.plan)
                                     : WeightLoader(config_, io::stored_format(config_), backend_, options.plan);
   DSINFER_CHECK(!config_.attention_bias, weights.source(), ": attention_bias is not supported");
+  weights.set_expert_observer(options.expert_observer);
   int64_t positions = options.max_positions > 0 ? options.max_positions : config_.max_position_embeddings;
   rope_ = make_rope_table(config_, positions);
   rope_.cos = backend_.to_device(rope_.cos);

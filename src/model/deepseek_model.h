@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/checkpoint.h"
+#include "model/expert_observer.h"
 #include "model/kv_cache.h"
 #include "model/mtp.h"
 
@@ -32,6 +33,9 @@ struct ModelOptions {
   const parallel::RankPlan* plan = nullptr;
   // How the latent cache stores its rows (--kv-cache-dtype); the backend must support it.
   CacheFormat cache_format = CacheFormat::kCompute;
+  // Sees every MoE layer's routed-expert inputs (dsinfer quantize --awq's calibration); null: none.
+  // Must outlive the model.
+  ExpertObserver* expert_observer = nullptr;
 };
 
 class DeepseekModel {

@@ -50,7 +50,7 @@ Tensor DenseMlp::forward(const Tensor& x) const {
 
 Moe::Moe(const WeightLoader& weights, const std::string& prefix, int64_t layer)
     : backend_(weights.backend()), plan_(weights.plan()), router_(router_params(weights.config())), prefix_(prefix),
-      layer_(layer) {
+      layer_(layer), observer_(weights.expert_observer()) {
   const io::ModelConfig& config = weights.config();
   int64_t E = config.n_routed_experts, hidden = config.hidden_size, I = config.moe_intermediate_size;
   weights.expect_shape(prefix + "gate.weight", {E, hidden});
@@ -174,7 +174,9 @@ Tensor Moe::routed(const Tensor& x, int64_t* first_row) const {
     for (int d = 0; d < plan_.place.dp_rank(); ++d) *first_row += rows[d];
     tokens = plan_.across_dp->all_gather_rows(x, rows);
   }
-  return backend_.moe_experts(tokens, route(tokens), experts_);  // [T, hidden], this rank's part
+  const backend::Routing routing = route(tokens);
+  if (observer_) observer_->observe(layer_, tokens, routing);
+  return backend_.moe_experts(tokens, routing, experts_);  // [T, hidden], this rank's part
 }
 
 Tensor Moe::forward(const Tensor& x) const {

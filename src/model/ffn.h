@@ -73,6 +73,7 @@ class Moe {
   Tensor load_;  // [E] int64 on the device, or undefined
   int64_t slots_per_rank_ = 0;  // the stack's size on every rank (dispatch: slot s is rank s / this)
   std::unique_ptr<DenseMlp> shared_;  // null when n_shared_experts == 0
+  ExpertObserver* observer_ = nullptr;  // ModelOptions::expert_observer
 };
 
 // Either of the two, as the layer index says.

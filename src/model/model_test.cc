@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -359,6 +360,11 @@ TEST(W4A8Experts, DamagedCheckpointsAreRefusedNamingWhatIsWrong) {
   const std::string source = source_path("models/dsv3-tiny");
   const std::string dir = ::testing::TempDir() + "dsinfer_w4a8_bad_" + std::to_string(::getpid());
   const std::string expert = "model.layers.1.mlp.experts.0.gate_proj.";
+  auto ones = [](int64_t n) {
+    Tensor t = Tensor::empty(DType::kF32, {n});
+    std::fill_n(t.data<float>(), n, 1.0f);
+    return t;
+  };
   auto tensor = [](std::vector<io::NamedTensor>& tensors, const std::string& name) -> Tensor& {
     for (auto& [n, t] : tensors)
       if (n == name) return t;
@@ -388,6 +394,36 @@ TEST(W4A8Experts, DamagedCheckpointsAreRefusedNamingWhatIsWrong) {
          tensors.emplace_back(expert + "input_scale", scale);
        },
        "input_scale must be one positive number"},
+      // AWQ's factors (P.pre_quant_scale, docs/w4a8.md): one positive finite value per input column, the
+      // same for gate and up.
+      {"a pre_quant_scale of the wrong width",
+       [&](auto& tensors, Json&) { tensors.emplace_back(expert + "pre_quant_scale", ones(128)); },
+       "gate_proj.pre_quant_scale has shape [128], expected [256]"},
+      {"a negative pre_quant_scale",
+       [&](auto& tensors, Json&) {
+         Tensor scale = ones(256);
+         scale.data<float>()[7] = -0.5f;
+         tensors.emplace_back(expert + "pre_quant_scale", scale);
+       },
+       "gate_proj.pre_quant_scale[7] is -0.5: every factor must be positive and finite"},
+      {"a pre_quant_scale that is not finite",
+       [&](auto& tensors, Json&) {
+         Tensor scale = ones(256);
+         scale.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+         tensors.emplace_back(expert + "pre_quant_scale", scale);
+       },
+       "gate_proj.pre_quant_scale[3] is nan"},
+      {"gate with a pre_quant_scale, up without",
+       [&](auto& tensors, Json&) { tensors.emplace_back(expert + "pre_quant_scale", ones(256)); },
+       "gate_proj.pre_quant_scale is given but model.layers.1.mlp.experts.0.up_proj.pre_quant_scale is not"},
+      {"gate and up with different pre_quant_scales",
+       [&](auto& tensors, Json&) {
+         tensors.emplace_back(expert + "pre_quant_scale", ones(256));
+         Tensor other = ones(256);
+         other.data<float>()[0] = 2.0f;
+         tensors.emplace_back("model.layers.1.mlp.experts.0.up_proj.pre_quant_scale", other);
+       },
+       "up_proj.pre_quant_scale differ"},
   };
   auto backend = backend::make_backend("cpu");
   for (const Damage& damage : damages) {

@@ -187,6 +187,17 @@ backend::LinearWeight WeightLoader::host_int4_linear(const std::string& name, co
                   ": ", input_name, " must be one positive number, is ", input.shape().to_string());
     out.input_scale = input.view(Shape());
   }
+  const std::string pre_name = weight_part(name, "pre_quant_scale");
+  if (checkpoint_->contains(pre_name)) {  // AWQ's factors on the input's columns (docs/w4a8.md)
+    Tensor pre = host_f32(pre_name);
+    DSINFER_CHECK(pre.shape() == Shape({K}), dir, ": ", pre_name, " has shape ", pre.shape().to_string(),
+                  ", expected [", K, "] (one factor per input column of ", packed_name, ")");
+    const float* factors = pre.data<float>();
+    for (int64_t k = 0; k < K; ++k)
+      DSINFER_CHECK(factors[k] > 0.0f && std::isfinite(factors[k]), dir, ": ", pre_name, "[", k, "] is ", factors[k],
+                    ": every factor must be positive and finite");
+    out.pre_scale = columns.size() == K ? pre : pre.slice(columns.begin, columns.end).clone();
+  }
   return out;
 }
 
@@ -249,6 +260,7 @@ void WeightLoader::count(const backend::LinearWeight& weight) const {
   count(weight.data);
   if (weight.scale.defined()) count(weight.scale);
   if (weight.input_scale.defined()) count(weight.input_scale);
+  if (weight.pre_scale.defined()) count(weight.pre_scale);
 }
 
 void WeightLoader::expect_shape(const std::string& name, Shape expected) const {
@@ -329,6 +341,7 @@ backend::LinearWeight WeightLoader::to_device(const backend::LinearWeight& host)
   backend::LinearWeight device{backend_.to_device(host.data), {}, host.format};
   if (host.scale.defined()) device.scale = backend_.to_device(host.scale);
   if (host.input_scale.defined()) device.input_scale = backend_.to_device(host.input_scale);
+  if (host.pre_scale.defined()) device.pre_scale = backend_.to_device(host.pre_scale);
   count(device);
   return device;
 }
@@ -347,7 +360,7 @@ bool WeightLoader::is_fp8(const std::string& name) const {
 }
 
 backend::LinearWeight WeightLoader::stack_to_device(const std::vector<backend::LinearWeight>& parts) const {
-  std::vector<Tensor> data, scales, input_scales;
+  std::vector<Tensor> data, scales, input_scales, pre_scales;
   for (const backend::LinearWeight& part : parts) {
     DSINFER_CHECK(part.format == parts.front().format, checkpoint_->dir(),
                   ": the weights of one stack are stored in different formats");
@@ -356,10 +369,26 @@ backend::LinearWeight WeightLoader::stack_to_device(const std::vector<backend::L
     data.push_back(part.data);
     if (part.scale.defined()) scales.push_back(part.scale);
     if (part.input_scale.defined()) input_scales.push_back(part.input_scale.view({1}));
+    if (part.pre_scale.defined()) pre_scales.push_back(part.pre_scale);
   }
   backend::LinearWeight out{backend_.to_device(stack_host(data, true)), {}, parts.front().format};
   if (!scales.empty()) out.scale = backend_.to_device(stack_host(scales, true));
   if (!input_scales.empty()) out.input_scale = backend_.to_device(stack_host(input_scales, false));  // [E]
+  if (!pre_scales.empty()) {
+    // An expert without AWQ factors in a stack of experts with them multiplies its input by ones.
+    const int64_t K = pre_scales.front().dim(0);
+    std::vector<Tensor> rows;
+    for (const backend::LinearWeight& part : parts) {
+      if (part.pre_scale.defined()) {
+        rows.push_back(part.pre_scale);
+      } else {
+        Tensor ones = Tensor::empty(DType::kF32, {K});
+        std::fill_n(ones.data<float>(), K, 1.0f);
+        rows.push_back(ones);
+      }
+    }
+    out.pre_scale = backend_.to_device(stack_host(rows, true));  // [E, K]
+  }
   count(out);
   return out;
 }
@@ -410,6 +439,18 @@ backend::LinearWeight WeightLoader::host_rows(const std::string& first, const st
                   second, " must both have an input_scale or neither");
     out.input_scale = Tensor::empty(DType::kF32, {});
     out.input_scale.data<float>()[0] = std::max(a.input_scale.data<float>()[0], b.input_scale.data<float>()[0]);
+  }
+  if (a.pre_scale.defined() || b.pre_scale.defined()) {
+    // One input for both halves, quantized once: their AWQ factors must be one vector (docs/w4a8.md).
+    const std::string a_name = weight_part(first, "pre_quant_scale"), b_name = weight_part(second, "pre_quant_scale");
+    DSINFER_CHECK(a.pre_scale.defined() && b.pre_scale.defined(), checkpoint_->dir(), ": ",
+                  a.pre_scale.defined() ? a_name : b_name, " is given but ", a.pre_scale.defined() ? b_name : a_name,
+                  " is not: the two share their input, so both need the same factors");
+    DSINFER_CHECK(std::equal(a.pre_scale.data<float>(), a.pre_scale.data<float>() + a.pre_scale.numel(),
+                             b.pre_scale.data<float>()),
+                  checkpoint_->dir(), ": ", a_name, " and ", b_name,
+                  " differ: the two share their input, quantized once, so they need the same factors");
+    out.pre_scale = a.pre_scale;
   }
   return out;
 }

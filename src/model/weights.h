@@ -24,6 +24,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "io/tensor_specs.h"
+#include "model/expert_observer.h"
 #include "parallel/rank_plan.h"
 
 namespace dsinfer::model {
@@ -77,6 +78,9 @@ class WeightLoader {
   const io::ModelConfig& config() const { return config_; }
   // The rank being loaded: which shard of each module it holds and the groups it sums over.
   const parallel::RankPlan& plan() const { return plan_; }
+  // What the MoE layers report their routed-experts' inputs to (ModelOptions::expert_observer), or null.
+  ExpertObserver* expert_observer() const { return expert_observer_; }
+  void set_expert_observer(ExpertObserver* observer) { expert_observer_ = observer; }
   // Bytes placed on the device so far and the seconds since loading began (the load report).
   int64_t loaded_bytes() const { return loaded_bytes_; }
   double seconds() const;
@@ -118,6 +122,7 @@ class WeightLoader {
   const io::ModelConfig& config_;
   backend::Backend& backend_;
   parallel::RankPlan plan_;
+  ExpertObserver* expert_observer_ = nullptr;
 };
 
 }  // namespace dsinfer::model

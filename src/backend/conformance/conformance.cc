@@ -1319,7 +1319,16 @@ std::pair<Tensor, Tensor> slice_routing(int64_t T, const ExpertSlice& slice, int
 struct W4a8Experts {
   int64_t group = 128;
   bool static_scales = false;
+  bool pre_scales = false;  // AWQ's factors on each expert's inputs (pre_quant_scale)
 };
+
+// AWQ factors [E, K] f32 that each expert's input is multiplied by, 2^[-1.5, 1.5): a channel's
+// product with its factor decides the row's amax as often as the channel itself does.
+Tensor w4a8_pre_scales(int64_t experts, int64_t width, uint64_t seed) {
+  Tensor factors = Tensor::empty(DType::kF32, {experts, width});
+  for (int64_t i = 0; i < factors.numel(); ++i) factors.data<float>()[i] = std::exp2(3.0f * uniform_at(seed, i) - 1.5f);
+  return factors;
+}
 
 // Static input scales [E] f32 for W4A8 experts whose inputs reach `typical` (the magnitude a
 // calibration would have picked): typical / 448 * [0.5, 1.5), so that some experts' inputs saturate at
@@ -1360,6 +1369,10 @@ Case moe_case(const std::string& name, int64_t T, const ExpertSlice& slice, int 
       if (down_format == WeightFormat::kW4A8)
         down.input_scale = w4a8_input_scales(slice.count, 4.0f * g * g, stream(seed, 5));
     }
+    if (int4.pre_scales) {
+      if (gate_up_format == WeightFormat::kW4A8) gate_up.pre_scale = w4a8_pre_scales(slice.count, H, stream(seed, 6));
+      if (down_format == WeightFormat::kW4A8) down.pre_scale = w4a8_pre_scales(slice.count, I, stream(seed, 7));
+    }
     OpSpec s;
     s.args = {{"x", ArgKind::kActivation, x},
               {"expert_ids", ArgKind::kConstant, ids},
@@ -1369,7 +1382,9 @@ Case moe_case(const std::string& name, int64_t T, const ExpertSlice& slice, int 
               {"down", ArgKind::kConstant, down.data},
               {"down scale", ArgKind::kConstant, down.scale},
               {"gate_up input scale", ArgKind::kConstant, gate_up.input_scale},
-              {"down input scale", ArgKind::kConstant, down.input_scale}};
+              {"down input scale", ArgKind::kConstant, down.input_scale},
+              {"gate_up pre scale", ArgKind::kConstant, gate_up.pre_scale},
+              {"down pre scale", ArgKind::kConstant, down.pre_scale}};
     std::vector<int32_t> rows = rows_to_check(T);
     if (static_cast<int64_t>(rows.size()) < T) {
       for (int i = 0; i < 3; ++i) s.args[i].reference_host = select_rows(s.args[i].host, rows);
@@ -1377,7 +1392,7 @@ Case moe_case(const std::string& name, int64_t T, const ExpertSlice& slice, int 
     }
     s.results = {"y"};
     s.call = [gate_up_format, down_format, first = slice.first](Backend& b, std::vector<Tensor>& a) {
-      ExpertStack experts{{a[3], a[4], gate_up_format, a[7]}, {a[5], a[6], down_format, a[8]}, first};
+      ExpertStack experts{{a[3], a[4], gate_up_format, a[7], a[9]}, {a[5], a[6], down_format, a[8], a[10]}, first};
       return Results{b.moe_experts(a[0], Routing{a[1], a[2]}, experts)};
     };
     double bound = w4a8 ? kBoundMoeW4A8 : fp8 ? kBoundMoeFp8 : kBoundMoe;
@@ -1453,18 +1468,23 @@ void add_moe_cases(std::vector<Case>& cases, const Dims& d) {
   // Decode sizes only: the CPU's reference dequantizes every expert a step touches, and 256 int4
   // experts at prefill sizes took minutes of the suite on the device (moe_w4a8_rows_check compares
   // the kernels at every size, prefill included, with the reference kernel and a float64 product).
+  // With AWQ's factors (dsinfer quantize --awq: pre_quant_scale on both products' inputs here, as
+  // checkpoints may carry them), x is quantized per row, each times its expert's factors.
   struct W4a8Case {
     int64_t group;
     bool static_scales;
     std::vector<int64_t> tokens;
+    bool pre_scales = false;
   };
   for (const W4a8Case& c : {W4a8Case{128, false, {1, 16}}, W4a8Case{128, true, {1}}, W4a8Case{32, false, {1}},
-                            W4a8Case{32, true, {1}}}) {
+                            W4a8Case{32, true, {1}}, W4a8Case{128, false, {1, 16}, true},
+                            W4a8Case{128, true, {1}, true}}) {
     for (int64_t T : c.tokens)
       cases.push_back(moe_case(str_cat("E=", E, " top-", kTopK, " I=", I, " hidden ", H, " w4a8 group ", c.group,
-                                       c.static_scales ? " static input scales" : " per-row scales", " T=", T),
+                                       c.static_scales ? " static input scales" : " per-row scales",
+                                       c.pre_scales ? " AWQ pre-scales" : "", " T=", T),
                                T, ExpertSlice{0, E, E}, kTopK, I, H, WeightFormat::kW4A8, WeightFormat::kW4A8,
-                               W4a8Experts{c.group, c.static_scales}));
+                               W4a8Experts{c.group, c.static_scales, c.pre_scales}));
   }
   for (int64_t T : {1})
     cases.push_back(moe_case(str_cat("E=", E, " slice [", 3 * E / 4, ", ", E, ") top-", kTopK, " I=", I, " hidden ", H,
@@ -1539,6 +1559,10 @@ void add_fixture_cases(std::vector<Case>& cases) {
                                      " w4a8 group 32 T=", T),
                              T, ExpertSlice{0, kExperts, kExperts}, kTopK, kInter, kHidden, WeightFormat::kW4A8,
                              WeightFormat::kW4A8, W4a8Experts{32, T == 23}));
+    cases.push_back(moe_case(str_cat("v3-tiny E=", kExperts, " top-", kTopK, " I=", kInter, " hidden ", kHidden,
+                                     " w4a8 group 32 AWQ pre-scales T=", T),
+                             T, ExpertSlice{0, kExperts, kExperts}, kTopK, kInter, kHidden, WeightFormat::kW4A8,
+                             WeightFormat::kW4A8, W4a8Experts{32, T == 23, true}));
   }
   cases.push_back(moe_case(str_cat("v3-tiny E=", kExperts, " top-", kTopK, " I=", kInter, " hidden ", kHidden,
                                    " gate_up w4a8 group 64 + down bf16 T=23"),

@@ -242,6 +242,7 @@ enum class Fault {
   kMoeDropsTheLastExpert,
   kMoeTakesGlobalIdsAsStackIds,
   kMoeRunsOtherRanksIdsOnItsOwnExperts,
+  kMoeTakesTheNextExpertsAwqFactors,
   kRopeOnePositionLate,
   kSiluMulThrows,
   kRmsNormOverwritesItsInput,
@@ -363,6 +364,18 @@ class BrokenBackend final : public ForwardingBackend {
       for (int64_t t = 0; t < routing.weights.dim(0); ++t) dropped.weights.data<float>()[t * k + k - 1] = 0.0f;
       return inner().moe_experts(x, dropped, experts);
     }
+    if (fault_ == Fault::kMoeTakesTheNextExpertsAwqFactors) {  // a pre-scale read at the wrong expert's row
+      ExpertStack shifted = experts;
+      for (LinearWeight* w : {&shifted.gate_up, &shifted.down}) {
+        if (!w->pre_scale.defined()) continue;
+        const int64_t E = w->pre_scale.dim(0), K = w->pre_scale.dim(1);
+        Tensor next = Tensor::empty(DType::kF32, {E, K});
+        for (int64_t e = 0; e < E; ++e)
+          std::copy_n(w->pre_scale.data<float>() + (e + 1) % E * K, K, next.data<float>() + e * K);
+        w->pre_scale = next;
+      }
+      return inner().moe_experts(x, routing, shifted);
+    }
     if (fault_ == Fault::kMoeTakesGlobalIdsAsStackIds) {  // a plan that does not subtract first_expert
       ExpertStack from_zero = experts;
       from_zero.first_expert = 0;
@@ -441,6 +454,7 @@ const FaultCase kFaults[] = {
     {Fault::kMoeDropsTheLastExpert, "moe_experts", "MoeExpertsDroppingTheLastChosenExpert"},
     {Fault::kMoeTakesGlobalIdsAsStackIds, "moe_experts", "MoeExpertsIgnoringTheStacksFirstExpert"},
     {Fault::kMoeRunsOtherRanksIdsOnItsOwnExperts, "moe_experts", "MoeExpertsWrappingOtherRanksIdsIntoTheStack"},
+    {Fault::kMoeTakesTheNextExpertsAwqFactors, "moe_experts", "MoeExpertsTakingTheNextExpertsAwqFactors"},
     {Fault::kRopeOnePositionLate, "rope_inplace", "RopeOnePositionLate"},
     {Fault::kSiluMulThrows, "silu_mul", "SiluMulThrowing"},
     {Fault::kRmsNormOverwritesItsInput, "rms_norm", "RmsNormOverwritingItsInput"},

@@ -160,10 +160,27 @@ Tensor dequantize_w4a8(const LinearWeight& weight) {
 }
 
 // The activations of a W4A8 product as the e4m3 values they become, times their scale (docs/w4a8.md):
-// with input_scale one static scale a, else a = amax(|row|) / 448 per row (1 for a zero row);
-// x_q = e4m3(x / a), saturating; returns x_q * a.
-Tensor quantize_w4a8_activations(const Tensor& x, const Tensor& input_scale) {
+// v = x * pre_scale (AWQ's per-column factors; v = x without them), then with input_scale one static
+// scale a, else a = amax(|v_row|) / 448 per row (1 for a zero row); v_q = e4m3(v / a), saturating;
+// returns v_q * a.
+Tensor quantize_w4a8_activations(const Tensor& x, const Tensor& input_scale, const Tensor& pre_scale) {
   const int64_t T = x.dim(0), K = x.dim(1);
+  if (pre_scale.defined()) {
+    DSINFER_CHECK(pre_scale.dtype() == DType::kF32 && pre_scale.device() == Device::kCpu && pre_scale.rank() == 1 &&
+                      pre_scale.dim(0) == K,
+                  "linear: a W4A8 pre_scale must be float32 [", K, "], got ", dtype_name(pre_scale.dtype()), " ",
+                  pre_scale.shape().to_string());
+    Tensor scaled = Tensor::empty(DType::kF32, {T, K});
+    const float* factors = pre_scale.data<float>();
+    parallel_for(T, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const float* row = x.data<float>() + t * K;
+        float* target = scaled.data<float>() + t * K;
+        for (int64_t k = 0; k < K; ++k) target[k] = row[k] * factors[k];
+      }
+    });
+    return quantize_w4a8_activations(scaled, input_scale, Tensor());
+  }
   float fixed = 0.0f;
   if (input_scale.defined()) {
     DSINFER_CHECK(input_scale.dtype() == DType::kF32 && input_scale.numel() == 1,
@@ -198,7 +215,7 @@ Tensor linear(const Tensor& x, const LinearWeight& linear_weight) {
     DSINFER_CHECK(x.dim(1) == linear_weight.in_features(), "linear: x ", x.shape().to_string(),
                   " does not match a W4A8 weight of ", linear_weight.in_features(), " inputs");
     Tensor weight = dequantize_w4a8(linear_weight);
-    Tensor activations = quantize_w4a8_activations(x, linear_weight.input_scale);
+    Tensor activations = quantize_w4a8_activations(x, linear_weight.input_scale, linear_weight.pre_scale);
     Tensor y = Tensor::empty(DType::kF32, {x.dim(0), weight.dim(0)});
     matmul(activations.data<float>(), weight.data<float>(), y.data<float>(), x.dim(0), weight.dim(0), x.dim(1));
     return y;

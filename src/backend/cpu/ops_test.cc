@@ -145,6 +145,32 @@ TEST(CpuOps, W4A8LinearIsTheDequantizedProductOfE4m3Activations) {
   }
 }
 
+// AWQ's pre_scale (P.pre_quant_scale): the input times it, then the e4m3 rounding of that product.
+TEST(CpuOps, W4A8PreScaleMultipliesTheInputBeforeItsE4m3Rounding) {
+  std::mt19937 rng(14);
+  const int64_t T = 3, N = 16, K = 256;
+  Int4Weight w = random_int4(N, K, 128, rng);
+  Tensor x = random_tensor({T, K}, rng);
+  LinearWeight scaled = w.weight;
+  scaled.pre_scale = Tensor::empty(DType::kF32, {K});
+  std::uniform_real_distribution<float> factor(0.25f, 4.0f);
+  for (int64_t k = 0; k < K; ++k) scaled.pre_scale.data<float>()[k] = factor(rng);
+  Tensor product = x.clone();  // x * p
+  std::vector<float> per_row(T, 0.0f);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k) {
+      float& v = product.data<float>()[t * K + k];
+      v *= scaled.pre_scale.data<float>()[k];
+      per_row[t] = std::max(per_row[t], std::fabs(v) / 448.0f);
+    }
+  EXPECT_EQ(max_abs_diff(linear(x, scaled), linear(e4m3_rows(product, per_row), {w.dense})), 0.0f);
+  // Ones change nothing; a pre_scale of the wrong width is refused.
+  std::fill_n(scaled.pre_scale.data<float>(), K, 1.0f);
+  EXPECT_EQ(max_abs_diff(linear(x, scaled), linear(x, w.weight)), 0.0f);
+  scaled.pre_scale = Tensor::empty(DType::kF32, {K / 2});
+  EXPECT_THROW(linear(x, scaled), Error);
+}
+
 TEST(CpuOps, W4A8RowsDoNotDependOnTheirBatch) {
   std::mt19937 rng(13);
   Int4Weight w = random_int4(16, 256, 128, rng);

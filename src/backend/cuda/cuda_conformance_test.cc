@@ -30,8 +30,9 @@ namespace dsinfer::backend::cuda {
 namespace {
 
 // The perf column of the report when DSINFER_CONFORMANCE_PERF is set; only the cases of some ops
-// when DSINFER_CONFORMANCE_OPS lists them (comma-separated, e.g. "linear,grouped_linear"), for a
-// quick run while a kernel is worked on. scripts/gpu-test.sh sets neither.
+// when DSINFER_CONFORMANCE_OPS lists them (comma-separated, e.g. "linear,grouped_linear"), and only
+// those whose name contains DSINFER_CONFORMANCE_CASES (e.g. "AWQ"), for a quick run while a kernel
+// is worked on. scripts/gpu-test.sh sets none.
 conformance::ConformanceOptions options_from_environment(conformance::Tier tier) {
   conformance::ConformanceOptions options;
   options.tier = tier;
@@ -41,6 +42,7 @@ conformance::ConformanceOptions options_from_environment(conformance::Tier tier)
     for (std::string op; std::getline(list, op, ',');)
       if (!op.empty()) options.ops.push_back(op);
   }
+  if (const char* cases = std::getenv("DSINFER_CONFORMANCE_CASES")) options.name_contains = cases;
   return options;
 }
 

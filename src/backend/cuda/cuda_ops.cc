@@ -6,6 +6,8 @@
 
 #include <cuda_bf16.h>
 
+#include <cstdint>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
@@ -38,7 +40,8 @@ GemmWeight gemm_weight(const LinearWeight& weight) {
 }
 
 // A W4A8 expert stack as the CUDA experts read it (docs/w4a8.md): data u8 [E, N, K / 2], scale f32
-// [E, N, K / G] with G dividing K, and an optional input_scale f32 [E]. Other formats pass.
+// [E, N, K / G] with G dividing K, an optional input_scale f32 [E] and optional AWQ factors f32 [E, K].
+// Other formats pass.
 void expect_w4a8_stack(const LinearWeight& w, const char* name) {
   if (w.format != WeightFormat::kW4A8) return;
   const int64_t E = w.data.dim(0), N = w.out_features(), K = w.in_features();
@@ -51,6 +54,11 @@ void expect_w4a8_stack(const LinearWeight& w, const char* name) {
   DSINFER_CHECK(!w.input_scale.defined() || (w.input_scale.dtype() == DType::kF32 && w.input_scale.numel() == E),
                 "moe_experts: W4A8 ", name, " input_scale ", w.input_scale.shape().to_string(), " for ", E,
                 " experts (expected f32 [E])");
+  DSINFER_CHECK(!w.pre_scale.defined() ||
+                    (w.pre_scale.dtype() == DType::kF32 && w.pre_scale.shape() == Shape({E, K}) &&
+                     reinterpret_cast<uintptr_t>(w.pre_scale.raw()) % 16 == 0),
+                "moe_experts: W4A8 ", name, " pre_scale ", w.pre_scale.shape().to_string(), " for ", E, " experts of ",
+                K, " inputs (expected f32 [E, K], 16-byte aligned)");
 }
 
 GemmOptions gemm_options(const CudaOptions& options) {
@@ -216,7 +224,8 @@ class Ops final : public CudaOps {
     shape.fp8_mma_max_rows = reference_ || !fp8_experts ? 0 : moe_fp8_mma_max_rows_;
     shape.fp8_mma_min_rows = moe_fp8_mma_min_rows_;
     shape.w4a8_gate_up = gate_up.format == WeightFormat::kW4A8;
-    shape.w4a8_gate_up_static = shape.w4a8_gate_up && gate_up.input_scale.defined();
+    shape.w4a8_gate_up_per_row =
+        shape.w4a8_gate_up && (gate_up.input_scale.defined() || gate_up.pre_scale.defined());
     shape.w4a8_down = down.format == WeightFormat::kW4A8;
     shape.w4a8_reference = reference_;
     DSINFER_CHECK(gate_up.out_features() == 2 * shape.inter && gate_up.in_features() == shape.hidden &&
@@ -232,6 +241,7 @@ class Ops final : public CudaOps {
       if (w.format == WeightFormat::kW4A8) {
         m.group_size = w.group_size();
         m.input_scale = w.input_scale.defined() ? w.input_scale.data<float>() : nullptr;
+        m.pre_scale = w.pre_scale.defined() ? w.pre_scale.data<float>() : nullptr;
       }
       return m;
     };

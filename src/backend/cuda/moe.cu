@@ -29,7 +29,8 @@
 //      tiles beyond. Each launch lists the experts in its range on the device and skips the rest.
 //   3. down, y [rows, H] bf16: the same kernels (the FP8 ones after quantizing their experts' rows of h).
 //   A W4A8 product (int4 weights) is instead one quantization of its input (x per token, or per row
-//   with the experts' static input scales; h per row) and one w4a8_rows_product over every expert
+//   with the experts' static input scales or AWQ factors, which that pass applies: the seed's fusion
+//   of the pre-scale into the expand-rows step; h per row) and one w4a8_rows_product over every expert
 //   (moe_w4a8_rows.h), whatever its row count.
 //   4. combine_kernel: out[t] = sum_j w[t, j] * y[row(t, j)] in slot order j = 0..k-1
 //      (deterministic, no atomics) over the slots the plan kept (a skipped slot has row -1 and adds
@@ -799,8 +800,8 @@ ScratchLayout scratch_layout(const MoeShape& s) {
     layout.h_q = cursor.take(rows * s.inter * sizeof(__half));
     layout.h_scale = cursor.take(rows * (s.inter / kWeightBlock) * sizeof(float));
   }
-  if (s.w4a8_gate_up) {  // x per token, or per row (each row's expert has its own static scale)
-    const auto x_rows = s.w4a8_gate_up_static ? rows : static_cast<size_t>(s.tokens);
+  if (s.w4a8_gate_up) {  // x per token, or per row (each row's expert has its own static scale or factors)
+    const auto x_rows = s.w4a8_gate_up_per_row ? rows : static_cast<size_t>(s.tokens);
     layout.w4a8_x_q = cursor.take(x_rows * s.hidden * sizeof(__half));
     layout.w4a8_x_scale = cursor.take(x_rows * sizeof(float));
   }
@@ -827,9 +828,10 @@ void check_matrix(const ExpertMatrix& m, const char* name) {
 void check_w4a8_shape(const MoeShape& s, const ExpertMatrix& gate_up, const ExpertMatrix& down) {
   const bool gate_up_w4a8 = gate_up.format == WeightFormat::kW4A8, down_w4a8 = down.format == WeightFormat::kW4A8;
   DSINFER_CHECK(s.w4a8_gate_up == gate_up_w4a8 && s.w4a8_down == down_w4a8 &&
-                    s.w4a8_gate_up_static == (gate_up_w4a8 && gate_up.input_scale != nullptr),
-                "moe_experts: the MoeShape's W4A8 fields (gate_up ", s.w4a8_gate_up, ", static ", s.w4a8_gate_up_static,
-                ", down ", s.w4a8_down, ") do not describe the expert matrices");
+                    s.w4a8_gate_up_per_row ==
+                        (gate_up_w4a8 && (gate_up.input_scale != nullptr || gate_up.pre_scale != nullptr)),
+                "moe_experts: the MoeShape's W4A8 fields (gate_up ", s.w4a8_gate_up, ", per row ",
+                s.w4a8_gate_up_per_row, ", down ", s.w4a8_down, ") do not describe the expert matrices");
 }
 
 // A persistent grid: blocks_per_sm on every SM of the current device, or fewer when there is less work.
@@ -1090,13 +1092,14 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
     quantize.width = H;
     quantize.q = reinterpret_cast<__half*>(base + layout.w4a8_x_q);
     quantize.scale = reinterpret_cast<float*>(base + layout.w4a8_x_scale);
-    if (gate_up.input_scale != nullptr) {  // per row: each row's expert has its own static scale
+    if (shape.w4a8_gate_up_per_row) {  // per row: each row's expert has its own static scale or AWQ factors
       quantize.rows = rows;
       quantize.row_source = row_source;
       quantize.top_k = static_cast<int>(k);
       quantize.offsets = offsets;
       quantize.num_experts = static_cast<int>(E);
       quantize.input_scale = gate_up.input_scale;
+      quantize.pre_scale = gate_up.pre_scale;
     } else {  // per token: a token's rows of every expert share its amax
       quantize.rows = T;
     }
@@ -1130,6 +1133,7 @@ void moe_experts(const __nv_bfloat16* x, const int32_t* expert_ids, const float*
     quantize.offsets = offsets;  // rows past the plan's are not quantized
     quantize.num_experts = static_cast<int>(E);
     quantize.input_scale = down.input_scale;
+    quantize.pre_scale = down.pre_scale;
     quantize.q = reinterpret_cast<__half*>(base + layout.w4a8_h_q);
     quantize.scale = reinterpret_cast<float*>(base + layout.w4a8_h_scale);
     w4a8_product(false, down, quantize, expert_out);

@@ -39,6 +39,9 @@ struct ExpertMatrix {
   // null (then each row's amax / 448).
   int64_t group_size = 0;
   const float* input_scale = nullptr;
+  // kW4A8 only: AWQ's factors [E, K] f32 (16-byte aligned) that each expert's input is multiplied by
+  // before its e4m3 quantization (docs/w4a8.md's pre_quant_scale), or null.
+  const float* pre_scale = nullptr;
 };
 
 struct MoeShape {
@@ -61,10 +64,10 @@ struct MoeShape {
   // (from 2 tokens on: a single token's experts all have one row, and stay on the GEMV). 1 or 2.
   int fp8_mma_min_rows = 2;
   // W4A8 products quantize their inputs into the scratch: which products are W4A8 (they must match the
-  // ExpertMatrix formats moe_experts is given: these size the scratch), and whether gate_up's has static
-  // input scales (then x is quantized per row, i.e. per expert, not once per token).
+  // ExpertMatrix formats moe_experts is given: these size the scratch), and whether gate_up's input is
+  // quantized per row, i.e. per expert, not once per token: with static input scales or AWQ factors.
   bool w4a8_gate_up = false;
-  bool w4a8_gate_up_static = false;
+  bool w4a8_gate_up_per_row = false;
   bool w4a8_down = false;
   // Kernel choice: the W4A8 products' reference kernel (moe_w4a8_rows.h's kReference) instead of the
   // tensor-core one, which also takes the shapes the tensor-core kernel does not.
@@ -76,7 +79,7 @@ struct MoeShape {
 // About T * k * (I + H) * 2 bytes: 150 KB per token for V3. With fp8_mma_max_rows (and H, I
 // multiples of 128) also x and h quantized (e4m3 values stored as f16) with their scales,
 // (T * H + T * k * I) * 2 bytes + 2%: 47 KB per token for V3. W4A8 products likewise: x (per token, or
-// per row with static scales: T * k * H * 2 bytes) and h quantized with one scale per row.
+// per row with static scales or AWQ factors: T * k * H * 2 bytes) and h quantized with one scale per row.
 size_t moe_experts_scratch_bytes(const MoeShape& shape);
 
 // x [T, H] bf16; expert_ids [T, k] int32 and weights [T, k] f32 (the router's output);

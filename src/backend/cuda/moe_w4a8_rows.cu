@@ -37,8 +37,9 @@
 // the unpacking, not the bytes, may be what limits this kernel; moe_w4a8_rows_check tells.
 //
 // Kernels, in stream order from moe.cu:
-//   w4a8_quantize_kernel (x or h): one block of 256 threads per row: the row's amax (or its expert's
-//     static scale), then the row in 16-byte units, each 8 columns permuted.
+//   w4a8_quantize_kernel (x or h): one block of 256 threads per row: the row (times its expert's AWQ
+//     factors, where given: the pre-scale fused into this pass, read as 32 bytes a unit) and its amax (or
+//     its expert's static scale), then the row in 16-byte units, each 8 columns permuted.
 //   w4a8_rows_kernel<gate_up, kMaxNt, kGroupChunks>: persistent, 2 blocks x 128 threads per SM (launch
 //     bounds: up to 255 registers; the grid
 //     is SMs x resident blocks, at most the work). Every block lists the experts with rows from the device
@@ -580,9 +581,26 @@ struct QuantParams {
   const int32_t* offsets;
   int num_experts;
   const float* input_scale;
+  const float* pre_scale;  // [num_experts, width] or null
   __half* q;
   float* scale;
 };
+
+// A unit's 8 bf16 values (columns 8u .. 8u + 7 of a row) as floats, each times its AWQ factor when the
+// row's expert has them (v = x * p: the CPU's order, then amax and division as without them).
+__device__ __forceinline__ void unit_values(const uint4 raw, const float* factors, int64_t unit, float (&v)[8]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = __uint_as_float(words[i] << 16);
+    v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+  if (factors == nullptr) return;
+  const float4 lo = __ldg(reinterpret_cast<const float4*>(factors + unit * 8));
+  const float4 hi = __ldg(reinterpret_cast<const float4*>(factors + unit * 8 + 4));
+  v[0] *= lo.x, v[1] *= lo.y, v[2] *= lo.z, v[3] *= lo.w;
+  v[4] *= hi.x, v[5] *= hi.y, v[6] *= hi.z, v[7] *= hi.w;
+}
 
 // One block per row (grid-stride): the row's scale, then its values in units of 8 columns, each unit stored
 // permuted (0 4 1 5 2 6 3 7) as the product kernels read it.
@@ -594,17 +612,20 @@ __global__ void __launch_bounds__(kQuantThreads) w4a8_quantize_kernel(const Quan
     if (q.offsets != nullptr && row >= q.offsets[q.num_experts]) return;  // and every later row
     const int64_t source = q.row_source != nullptr ? q.row_source[row] / q.top_k : row;
     const uint4* x = reinterpret_cast<const uint4*>(q.x + source * q.width);
+    const int expert = q.offsets != nullptr && (q.input_scale != nullptr || q.pre_scale != nullptr)
+                           ? expert_of_row(q.offsets, q.num_experts, row)
+                           : 0;
+    const float* factors = q.pre_scale != nullptr ? q.pre_scale + expert * q.width : nullptr;
     float scale;
     if (q.input_scale != nullptr) {
-      scale = q.input_scale[expert_of_row(q.offsets, q.num_experts, row)];
+      scale = q.input_scale[expert];
     } else {
       float amax = 0.0f;
       for (int64_t u = tid; u < units; u += kQuantThreads) {
-        const uint4 raw = __ldg(x + u);
-        const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+        float v[8];
+        unit_values(__ldg(x + u), factors, u, v);
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          amax = fmaxf(amax, fmaxf(fabsf(__uint_as_float(words[i] << 16)), fabsf(__uint_as_float(words[i] & 0xffff0000u))));
+        for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
       }
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
@@ -619,14 +640,10 @@ __global__ void __launch_bounds__(kQuantThreads) w4a8_quantize_kernel(const Quan
     }
     uint4* out = reinterpret_cast<uint4*>(q.q + row * q.width);
     for (int64_t u = tid; u < units; u += kQuantThreads) {
-      const uint4 raw = __ldg(x + u);
-      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
       float v[8];
+      unit_values(__ldg(x + u), factors, u, v);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        v[2 * i] = __uint_as_float(words[i] << 16) / scale;  // a division, as the CPU divides
-        v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u) / scale;
-      }
+      for (int i = 0; i < 8; ++i) v[i] /= scale;  // a division, as the CPU divides
       uint32_t pairs[4];  // columns (0, 4), (1, 5), (2, 6), (3, 7): e4m3 (nearest even, saturating), then f16
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -699,8 +716,9 @@ void w4a8_quantize(const W4a8Quantize& a, cudaStream_t stream) {
   DSINFER_CHECK(a.x && a.q && a.scale, "w4a8_quantize: null pointer");
   DSINFER_CHECK(aligned(a.x, 16) && aligned(a.q, 16) && aligned(a.scale, 4),
                 "w4a8_quantize: x and q must be 16-byte aligned, scale 4-byte aligned");
-  DSINFER_CHECK(a.offsets != nullptr || (a.input_scale == nullptr && a.row_source == nullptr),
-                "w4a8_quantize: a static input scale or a row permutation needs the plan's offsets");
+  DSINFER_CHECK(a.offsets != nullptr || (a.input_scale == nullptr && a.pre_scale == nullptr && a.row_source == nullptr),
+                "w4a8_quantize: a static input scale, AWQ factors or a row permutation need the plan's offsets");
+  DSINFER_CHECK(aligned(a.pre_scale, 16), "w4a8_quantize: the AWQ factors must be 16-byte aligned");
   DSINFER_CHECK(a.offsets == nullptr || (a.num_experts >= 1 && a.num_experts <= kMaxExperts && a.top_k >= 1),
                 "w4a8_quantize: ", a.num_experts, " experts (1..", kMaxExperts, "), top_k ", a.top_k);
   QuantParams p{};
@@ -712,6 +730,7 @@ void w4a8_quantize(const W4a8Quantize& a, cudaStream_t stream) {
   p.offsets = a.offsets;
   p.num_experts = a.num_experts;
   p.input_scale = a.input_scale;
+  p.pre_scale = a.pre_scale;
   p.q = a.q;
   p.scale = a.scale;
   w4a8_quantize_kernel<<<static_cast<unsigned>(a.rows), kQuantThreads, 0, stream>>>(p);

@@ -6,7 +6,8 @@
 //   down:    y[r, n] = bf16(h_r . D_e[n]^T)
 //
 // with W[n, k] = q[n, k] * weight_scale[n, k / G] (q in -8..7) and each product's input v quantized to
-// e4m3 with one scale a per row (the CPU reference's definition, backend/cpu/linear.cc):
+// e4m3 with one scale a per row (the CPU reference's definition, backend/cpu/linear.cc), v first
+// multiplied by its expert's AWQ factors where the experts have them (v = v * pre_scale[e], docs/w4a8.md):
 //   a = input_scale[e] (static, per expert) or amax(|v_row|) / 448 (1 where that is 0),
 //   q_v[k] = e4m3(v[k] / a)   (round to nearest even, saturating at 448),
 // and every product summed per group in f32, then scaled ("promoted"):
@@ -52,10 +53,14 @@ struct W4a8Quantize {
   const int32_t* row_source = nullptr;
   int top_k = 1;
   // The plan's [num_experts + 1] offsets: rows at or past offsets[num_experts] are skipped, and with
-  // input_scale a row's expert is the one whose rows hold it. Null: every row (input_scale must be null).
+  // input_scale or pre_scale a row's expert is the one whose rows hold it. Null: every row (input_scale
+  // and pre_scale must be null).
   const int32_t* offsets = nullptr;
   int num_experts = 0;
   const float* input_scale = nullptr;  // [num_experts] static scales; null: amax / 448 per row
+  // [num_experts, width] f32, 16-byte aligned: AWQ's factors, each row multiplied by its expert's before
+  // its scale and rounding (P.pre_quant_scale); null: none.
+  const float* pre_scale = nullptr;
   __half* q = nullptr;                 // [rows, width], 16-byte aligned
   float* scale = nullptr;              // [rows]
 };

@@ -237,7 +237,7 @@ MoeShape w4a8_shape(int64_t tokens, bool static_scales, bool reference) {
   s.gemv_max_rows = 2;      // CudaOptions::moe_gemv_max_rows (unused by W4A8 products)
   s.fp8_mma_max_rows = 0;   // as CudaOps sets it for experts without FP8 products
   s.w4a8_gate_up = s.w4a8_down = true;
-  s.w4a8_gate_up_static = static_scales;
+  s.w4a8_gate_up_per_row = static_scales;
   s.w4a8_reference = reference;
   return s;
 }
