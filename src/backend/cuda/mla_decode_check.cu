@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/check_buffer.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mla_decode.h"
 #include "backend/cuda/random_fill.h"
@@ -134,23 +135,6 @@ std::vector<Case> all_cases() {
   }
   return cases;
 }
-
-// Device buffers of one case, freed on scope exit.
-struct DeviceBuffer {
-  void* data = nullptr;
-  explicit DeviceBuffer(size_t bytes) {
-    if (bytes > 0) DSINFER_CUDA_CHECK(cudaMalloc(&data, bytes));
-  }
-  ~DeviceBuffer() {
-    if (data) cudaFree(data);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data);
-  }
-};
 
 struct Comparison {
   bool ok = true;

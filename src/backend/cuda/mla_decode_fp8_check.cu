@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/check_buffer.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mla_decode.h"
 #include "backend/cuda/random_fill.h"
@@ -48,27 +49,6 @@ constexpr float kScale = 0.13523f;  // V3's softmax scale (YaRN mscale^2 / sqrt(
 // to 0.028 against the generic kernel on the ragged batches. The bound leaves 1.5x.
 constexpr double kMaxRelativeError = 0.06;
 constexpr double kMaxGrowth = 1.5;  // 128K error / 1K error
-
-struct DeviceBuffer {
-  void* data = nullptr;
-  explicit DeviceBuffer(size_t bytes) {
-    if (bytes > 0) DSINFER_CUDA_CHECK(cudaMalloc(&data, bytes));
-  }
-  ~DeviceBuffer() {
-    if (data) cudaFree(data);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data);
-  }
-};
-
-template <typename T>
-void upload(DeviceBuffer& buffer, const std::vector<T>& host) {
-  DSINFER_CUDA_CHECK(cudaMemcpy(buffer.data, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
 
 // ---- the reference: one block per (token, checked head) ----
 
