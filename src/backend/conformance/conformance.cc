@@ -870,7 +870,7 @@ std::vector<SequenceSpec> mixed_step(const Dims& d, uint64_t seed) {
   return sequences;
 }
 
-void add_rope_and_cache_cases(std::vector<Case>& cases, const Dims& d) {
+void add_rope_cases(std::vector<Case>& cases, const Dims& d) {
   int64_t max_positions = d.full() ? 8192 : 2048;
   struct Rope { const char* name; int64_t groups, width, begin; };
   for (Rope r : {Rope{"q", d.heads, kNopeDim + kRopeDim, kNopeDim}, Rope{"k_rope", 1, kRopeDim, 0}}) {
@@ -900,13 +900,30 @@ void add_rope_and_cache_cases(std::vector<Case>& cases, const Dims& d) {
                                 return s;
                               }));
   }
+}
 
-  cases.push_back(make_case("write_cache", "mixed step, scrambled pages", [=](uint64_t seed) {
+// The cache ops over one cache format: the compute dtype's (what the model's cache holds by default),
+// or the FP8 cache (kF8E4M3, cache_layout.h), where the writes quantize (compared with the CPU's bytes:
+// exactly for write_cache, whose input is the bf16 value both sides round; kBoundCacheFp8 for
+// write_latent_cache, whose f32 values are computed in another order) and the gather dequantizes
+// (exactly, into the compute dtype).
+struct CacheFormatCases {
+  std::optional<DType> storage;  // the cache's dtype on the backend; none: the compute dtype
+  std::string label;             // before each case's description ("" or "fp8 cache, ")
+  float scale = 1.0f;            // of the written latents and the gathered cache (FP8: its range)
+  double latent_bound = kBoundElementwise;  // write_latent_cache's
+  std::vector<SequenceSpec> contexts;       // gather_cache's sequences
+};
+
+void add_cache_format_cases(std::vector<Case>& cases, const Dims& d, const CacheFormatCases& f) {
+  cases.push_back(make_case("write_cache", f.label + "mixed step, scrambled pages", [=](uint64_t seed) {
     auto paged = make_paged_batch(mixed_step(d, stream(seed, 9)), stream(seed, 8));
     OpSpec s;
-    Arg cache{"cache", ArgKind::kInPlace, activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), 1.0f)};
+    Arg cache{"cache", ArgKind::kInPlace, activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), 1.0f),
+              f.storage};
     cache.guard_rows = 1;  // a page before and after
-    s.args = {cache, {"latent", ArgKind::kActivation, activation({paged->num_tokens, kCacheWidth}, stream(seed, 1), 1.0f)}};
+    s.args = {cache,
+              {"latent", ArgKind::kActivation, activation({paged->num_tokens, kCacheWidth}, stream(seed, 1), f.scale)}};
     s.call = [paged](Backend& b, std::vector<Tensor>& a) {
       b.write_cache(a[0], a[1], paged->batch);
       return Results{};
@@ -920,77 +937,8 @@ void add_rope_and_cache_cases(std::vector<Case>& cases, const Dims& d) {
   // The fused form of MLA's cache write: norm, rope and scatter from the kv_a projection; a mixed
   // step, and a decode batch (what a graph replays).
   for (bool decode : {false, true}) {
-    cases.push_back(make_case("write_latent_cache", decode ? "decode batch, scrambled pages" : "mixed step, scrambled pages",
-                              [=](uint64_t seed) {
-      std::vector<SequenceSpec> sequences = decode ? random_sequences(d.full() ? 256 : 16, 3000, 1, 1, stream(seed, 7))
-                                                   : mixed_step(d, stream(seed, 9));
-      auto paged = make_paged_batch(sequences, stream(seed, 8));
-      auto table = std::make_shared<RopeTable>(make_rope_table(d.full() ? 8192 : 4096));
-      OpSpec s;
-      Arg cache{"cache", ArgKind::kInPlace, activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), 1.0f)};
-      cache.guard_rows = 1;
-      s.args = {cache,
-                {"kv_a", ArgKind::kActivation, activation({paged->num_tokens, kCacheWidth}, stream(seed, 1), 2.0f)},
-                {"norm", ArgKind::kConstant, activation({kLatent}, stream(seed, 2), 0.2f, 1.0f)},
-                {"cos", ArgKind::kConstant, table->cos},
-                {"sin", ArgKind::kConstant, table->sin}};
-      s.call = [paged](Backend& b, std::vector<Tensor>& a) {
-        b.write_latent_cache(a[0], a[1], a[2], kNormEps, RopeTable{a[3], a[4], true}, paged->batch);
-        return Results{};
-      };
-      s.batches = {&paged->batch};
-      s.keep_alive = paged;
-      s.compare = compare_with(kBoundElementwise);
-      return s;
-    }));
-  }
-
-  std::vector<SequenceSpec> contexts = d.full()
-                                           ? std::vector<SequenceSpec>{{4096, 1}, {1, 1}, {1000, 1}, {64, 1}, {129, 1}, {2048, 1}}
-                                           : std::vector<SequenceSpec>{{1, 1}, {63, 1}, {64, 1}, {65, 1}, {200, 1}};
-  int32_t longest = 0;
-  for (const SequenceSpec& s : contexts) longest = std::max(longest, s.context);
-  cases.push_back(make_case("gather_cache", str_cat(contexts.size(), " sequences, contexts 1..", longest),
-                            [=](uint64_t seed) {
-                              auto paged = make_paged_batch(contexts, stream(seed, 8));
-                              OpSpec s;
-                              s.args = {{"cache", ArgKind::kActivation,
-                                         activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), 1.0f)}};
-                              s.results = {"rows"};
-                              s.call = [paged](Backend& b, std::vector<Tensor>& a) {
-                                return Results{b.gather_cache(a[0], paged->batch)};
-                              };
-                              s.batches = {&paged->batch};
-                              s.keep_alive = paged;
-                              s.compare = compare_with(kExact);
-                              return s;
-                            }));
-}
-
-// The same cache ops over an FP8 cache (kF8E4M3, cache_layout.h): the writes quantize (compared with
-// the CPU's bytes: exactly for write_cache, whose input is the bf16 value both sides round;
-// kBoundCacheFp8 for write_latent_cache, whose f32 values are computed in another order), the gather
-// dequantizes (exactly, into the compute dtype).
-void add_fp8_cache_cases(std::vector<Case>& cases, const Dims& d) {
-  cases.push_back(make_case("write_cache", "fp8 cache, mixed step, scrambled pages", [=](uint64_t seed) {
-    auto paged = make_paged_batch(mixed_step(d, stream(seed, 9)), stream(seed, 8));
-    OpSpec s;
-    Arg cache{"cache", ArgKind::kInPlace, activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), 1.0f),
-              DType::kF8E4M3};
-    cache.guard_rows = 1;
-    s.args = {cache, {"latent", ArgKind::kActivation, activation({paged->num_tokens, kCacheWidth}, stream(seed, 1), 4.0f)}};
-    s.call = [paged](Backend& b, std::vector<Tensor>& a) {
-      b.write_cache(a[0], a[1], paged->batch);
-      return Results{};
-    };
-    s.batches = {&paged->batch};
-    s.keep_alive = paged;
-    s.compare = compare_with(kExact);
-    return s;
-  }));
-  for (bool decode : {false, true}) {
     cases.push_back(make_case("write_latent_cache",
-                              decode ? "fp8 cache, decode batch, scrambled pages" : "fp8 cache, mixed step, scrambled pages",
+                              f.label + (decode ? "decode batch, scrambled pages" : "mixed step, scrambled pages"),
                               [=](uint64_t seed) {
       std::vector<SequenceSpec> sequences = decode ? random_sequences(d.full() ? 256 : 16, 3000, 1, 1, stream(seed, 7))
                                                    : mixed_step(d, stream(seed, 9));
@@ -998,7 +946,7 @@ void add_fp8_cache_cases(std::vector<Case>& cases, const Dims& d) {
       auto table = std::make_shared<RopeTable>(make_rope_table(d.full() ? 8192 : 4096));
       OpSpec s;
       Arg cache{"cache", ArgKind::kInPlace, activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), 1.0f),
-                DType::kF8E4M3};
+                f.storage};
       cache.guard_rows = 1;
       s.args = {cache,
                 {"kv_a", ArgKind::kActivation, activation({paged->num_tokens, kCacheWidth}, stream(seed, 1), 2.0f)},
@@ -1011,17 +959,21 @@ void add_fp8_cache_cases(std::vector<Case>& cases, const Dims& d) {
       };
       s.batches = {&paged->batch};
       s.keep_alive = paged;
-      s.compare = compare_with(kBoundCacheFp8);
+      s.compare = compare_with(f.latent_bound);
       return s;
     }));
   }
-  std::vector<SequenceSpec> contexts = d.full() ? std::vector<SequenceSpec>{{4096, 1}, {1, 1}, {1000, 1}, {129, 1}}
-                                                : std::vector<SequenceSpec>{{1, 1}, {63, 1}, {65, 1}, {200, 1}};
-  cases.push_back(make_case("gather_cache", str_cat("fp8 cache, ", contexts.size(), " sequences"), [=](uint64_t seed) {
-    auto paged = make_paged_batch(contexts, stream(seed, 8));
+
+  int32_t longest = 0;
+  for (const SequenceSpec& s : f.contexts) longest = std::max(longest, s.context);
+  cases.push_back(make_case("gather_cache", str_cat(f.label, f.contexts.size(), " sequences, contexts 1..", longest),
+                            [=](uint64_t seed) {
+    auto paged = make_paged_batch(f.contexts, stream(seed, 8));
+    Tensor cache = activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), f.scale);
     OpSpec s;
-    s.args = {{"cache", ArgKind::kConstant,
-               convert(activation({paged->num_pages, kPageSize, kCacheWidth}, stream(seed, 0), 4.0f), DType::kF8E4M3)}};
+    // Another format's cache is given as its values, stored as the backend stores them.
+    s.args = {f.storage ? Arg{"cache", ArgKind::kConstant, convert(cache, *f.storage)}
+                        : Arg{"cache", ArgKind::kActivation, cache}};
     s.results = {"rows"};
     s.call = [paged](Backend& b, std::vector<Tensor>& a) { return Results{b.gather_cache(a[0], paged->batch)}; };
     s.batches = {&paged->batch};
@@ -1029,6 +981,18 @@ void add_fp8_cache_cases(std::vector<Case>& cases, const Dims& d) {
     s.compare = compare_with(kExact);
     return s;
   }));
+}
+
+// The compute dtype's cache cases and the FP8 cache's.
+CacheFormatCases compute_cache_format(const Dims& d) {
+  return {std::nullopt, "", 1.0f, kBoundElementwise,
+          d.full() ? std::vector<SequenceSpec>{{4096, 1}, {1, 1}, {1000, 1}, {64, 1}, {129, 1}, {2048, 1}}
+                   : std::vector<SequenceSpec>{{1, 1}, {63, 1}, {64, 1}, {65, 1}, {200, 1}}};
+}
+CacheFormatCases fp8_cache_format(const Dims& d) {
+  return {DType::kF8E4M3, "fp8 cache, ", 4.0f, kBoundCacheFp8,
+          d.full() ? std::vector<SequenceSpec>{{4096, 1}, {1, 1}, {1000, 1}, {129, 1}}
+                   : std::vector<SequenceSpec>{{1, 1}, {63, 1}, {65, 1}, {200, 1}}};
 }
 
 Case expanded_case(const std::string& name, int64_t H, std::vector<SequenceSpec> sequences) {
@@ -2445,9 +2409,10 @@ std::vector<Case> conformance_cases(Tier tier) {
   add_elementwise_cases(cases, d);
   add_copy_cases(cases, d);
   add_linear_cases(cases, d);
-  add_rope_and_cache_cases(cases, d);
+  add_rope_cases(cases, d);
+  add_cache_format_cases(cases, d, compute_cache_format(d));
   add_attention_cases(cases, d);
-  add_fp8_cache_cases(cases, d);
+  add_cache_format_cases(cases, d, fp8_cache_format(d));
   add_fp8_attention_cases(cases, d);
   add_moe_cases(cases, d);
   add_fixture_cases(cases);
