@@ -196,6 +196,7 @@ int run_serve(int argc, char** argv) {
     inputs.max_model_len = config.max_model_len;
     const auto graphs = static_cast<int>(std::min(config.cuda_graph_max_batch, config.max_num_seqs));
     inputs.cuda_graph_max_batch = served->sharded() ? runtime::sharded_graph_batch(*served->shards(), graphs) : graphs;
+    inputs.speculative_tokens = served->speculative().num_tokens;
     std::vector<runtime::MemoryPlan> plans(served->sharded() ? served->shards()->size() : 1);
     if (served->sharded()) {
       served->shards()->on_every_rank([&](int r) { plans[r] = runtime::plan_memory(served->shards()->rank(r), inputs); });

@@ -31,21 +31,23 @@ std::vector<int32_t> pages_of(int sequence) {
   return pages;
 }
 
-// The padding convention DecodeGraphs documents, written out independently: rows past the batch
-// are token 0 at position 0 with a one-token context in the scratch page.
-ForwardBatch padded(const ForwardBatch& batch, int rows) {
+// The padding convention DecodeGraphs documents, written out independently: sequences past the
+// batch are q rows of token 0 at positions 0..q-1 with a q-token context in the scratch page.
+ForwardBatch padded(const ForwardBatch& batch, int sequences, int q = 1) {
   ForwardBatch out = batch;
   backend::AttentionBatch& a = out.attention;
-  for (int b = batch.attention.num_sequences(); b < rows; ++b) {
-    out.token_ids.push_back(0);
-    a.query_start.push_back(b + 1);
-    a.context_lens.push_back(1);
-    a.positions.push_back(0);
-    a.slot_mapping.push_back(int64_t{kScratchPage} * kPageSize);
+  for (int b = batch.attention.num_sequences(); b < sequences; ++b) {
+    for (int j = 0; j < q; ++j) {
+      out.token_ids.push_back(0);
+      a.positions.push_back(j);
+      a.slot_mapping.push_back(int64_t{kScratchPage} * kPageSize + j);
+    }
+    a.query_start.push_back((b + 1) * q);
+    a.context_lens.push_back(q);
     a.add_pages(std::vector<int32_t>{kScratchPage});
   }
-  out.absorbed_sequences = rows;
-  out.absorbed_tokens = rows;
+  out.absorbed_sequences = sequences;
+  out.absorbed_tokens = sequences * q;
   return out;
 }
 
@@ -166,12 +168,89 @@ TEST_P(DecodeGraphsTest, StepsNoBucketTakesRunEagerly) {
   EXPECT_EQ(graphs_->bucket_for(mixed.build()), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, DecodeGraphsTest, ::testing::Values("v3-tiny", "v2-lite-tiny"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+// Speculative decoding's verification steps (three sequences of 1 + 2 rows: the bucket of 4) and
+// the drafter's MTP pass over them: each replay equals the eager run of the same padded step bit for
+// bit, and the unpadded step within the bf16 tolerance. The fixture with an MTP module only.
+class VerificationGraphsTest : public DecodeGraphsTest {
+ protected:
+  static constexpr int kRows = 3;  // a sequence's last token and two drafts
+
+  ForwardBatch verify_step() const {
+    BatchBuilder builder;
+    for (int s = 0; s < kSequences; ++s)
+      builder.add(std::vector<int32_t>{next_[s], next_[s], 7}, positions_[s], pages_of(s), LogitRows::kAll);
+    return builder.build();
+  }
+};
+
+TEST_P(VerificationGraphsTest, ReplaysOfTheStepAndItsMtpPassEqualTheEagerOnes) {
+  DecodeGraphOptions options{4, kScratchPage};
+  options.tokens_per_sequence = kRows;
+  options.mtp_extend = true;
+  // The prompts ran the main layers only: the module's cache rows before the drafts are arbitrary,
+  // but must be numbers (uninitialized memory could hold NaNs, which no comparison survives).
+  backend_->fill_uniform(cache_->layer(model_->config().num_hidden_layers), 1, -0.5f, 0.5f);
+  DecodeGraphs graphs(*model_, *cache_, options);
+  EXPECT_EQ(graphs.buckets(), (std::vector<int>{1, 2, 4}));
+  for (int step = 0; step < 4; ++step) {
+    SCOPED_TRACE(step);
+    ForwardBatch batch = verify_step();
+    ASSERT_EQ(graphs.bucket_for(batch), 4);
+    EXPECT_EQ(graphs_->bucket_for(batch), 0);  // the one-token graphs leave it
+    std::optional<ForwardResult> replayed = graphs.forward(batch);
+    ASSERT_TRUE(replayed.has_value());
+    Tensor graph_logits = backend_->to_host(replayed->logits);
+    Tensor graph_hidden = backend_->to_host(replayed->hidden);
+    // The drafter's pass: each row with the token after it, logits at each sequence's last row.
+    ForwardBatch extend = batch;
+    for (int64_t t = 0; t < extend.num_tokens(); ++t)
+      extend.token_ids[t] = t % kRows == kRows - 1 ? 5 : batch.token_ids[t + 1];
+    extend.logit_rows = {2, 5, 8};
+    std::optional<ForwardResult> mtp = graphs.mtp_extend(extend);
+    ASSERT_TRUE(mtp.has_value());
+    Tensor mtp_logits = backend_->to_host(mtp->logits);
+    EXPECT_FALSE(graphs.mtp_extend(extend).has_value());  // one pass a replayed step
+
+    ForwardResult eager_padded = model_->forward_on_device(padded(batch, 4, kRows), *cache_);
+    Tensor eager_mtp = backend_->to_host(
+        model_->forward_mtp_on_device(0, eager_padded.hidden, padded(extend, 4, kRows), *cache_).logits);
+    ASSERT_EQ(graph_logits.dim(0), kSequences * kRows);
+    ASSERT_EQ(graph_hidden.dim(0), kSequences * kRows);
+    ASSERT_EQ(mtp_logits.dim(0), kSequences);
+    EXPECT_EQ(max_abs_diff(graph_logits, backend_->to_host(eager_padded.logits)), 0.0f);
+    EXPECT_EQ(max_abs_diff(mtp_logits, eager_mtp), 0.0f);
+    Tensor eager = model_->forward(batch, *cache_).logits;
+    EXPECT_LE(max_abs_diff(graph_logits, eager), 2e-2f * max_abs(eager));
+    for (int s = 0; s < kSequences; ++s) {
+      next_[s] = argmax_row(eager, s * kRows);
+      ++positions_[s];  // the drafts' rows are written again by the next step, as when rejected
+    }
+  }
+  EXPECT_EQ(graphs.replays(), 4);
+}
+
+TEST_P(VerificationGraphsTest, StepsOfOtherShapesRunEagerly) {
+  DecodeGraphOptions options{4, kScratchPage};
+  options.tokens_per_sequence = kRows;
+  options.mtp_extend = true;
+  DecodeGraphs graphs(*model_, *cache_, options);
+  EXPECT_EQ(graphs.bucket_for(decode_step()), 0);  // one token a sequence
+  BatchBuilder uneven;  // 1 + 5 rows: as many as two sequences of 3, but not 3 each
+  uneven.add(std::vector<int32_t>{1}, 3, {9}, LogitRows::kAll);
+  uneven.add(std::vector<int32_t>(5, 1), 0, {10}, LogitRows::kAll);
+  ForwardBatch batch = uneven.build();
+  EXPECT_EQ(graphs.bucket_for(batch), 0);
+  EXPECT_FALSE(graphs.forward(batch).has_value());
+  EXPECT_FALSE(graphs.mtp_extend(batch).has_value());  // nothing was replayed
+}
+
+auto fixture_name = [](const auto& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+};
+INSTANTIATE_TEST_SUITE_P(Fixtures, DecodeGraphsTest, ::testing::Values("v3-tiny", "v2-lite-tiny"), fixture_name);
+INSTANTIATE_TEST_SUITE_P(Fixtures, VerificationGraphsTest, ::testing::Values("v3-tiny"), fixture_name);
 
 }  // namespace
 }  // namespace dsinfer::model

@@ -200,7 +200,20 @@ ForwardResult DeepseekModel::forward_mtp_on_device(int module, const Tensor& pre
                 num_mtp_modules(), " present)");
   validate(batch);
   backend_.begin_step(batch.step_context());
-  return mtp_[module]->forward(previous_hidden, batch, cache.layer(config_.num_hidden_layers + module), rope_);
+  return mtp_head(module, mtp_block(module, previous_hidden, batch, cache), batch);
+}
+
+Tensor DeepseekModel::mtp_block(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
+                                LatentCache& cache) const {
+  DSINFER_CHECK(module >= 0 && module < num_mtp_modules(), "MTP module ", module, " is not loaded (",
+                num_mtp_modules(), " present)");
+  return mtp_[module]->block(previous_hidden, batch, cache.layer(config_.num_hidden_layers + module), rope_);
+}
+
+ForwardResult DeepseekModel::mtp_head(int module, const Tensor& residual, const ForwardBatch& batch) const {
+  DSINFER_CHECK(module >= 0 && module < num_mtp_modules(), "MTP module ", module, " is not loaded (",
+                num_mtp_modules(), " present)");
+  return mtp_[module]->head(residual, batch);
 }
 
 }  // namespace dsinfer::model

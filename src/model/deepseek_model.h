@@ -93,12 +93,17 @@ class DeepseekModel {
   // from (the checkpoint directory load() read, or dummy weights). Between steps, on the thread that
   // runs the model; throws for a model not made by load().
   void place_experts(const std::vector<parallel::ExpertPlacement>& placements);
-  // MTP module `module` (0-based); see MtpModule::forward. The logits come back to the host.
+  // MTP module `module` (0-based): MtpModule::block then head. The logits come back to the host.
   ForwardResult forward_mtp(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
                             LatentCache& cache) const;
   // The same with the logits left on the device (the drafter's path: runtime/mtp_drafter.h).
   ForwardResult forward_mtp_on_device(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
                                       LatentCache& cache) const;
+  // Its two halves after a begin_step of `batch` (MtpModule::block and head): the block is what a
+  // CUDA graph of the drafter's pass over a verification step records, the head runs eagerly over the
+  // real logit rows (model/decode_graphs.h).
+  Tensor mtp_block(int module, const Tensor& previous_hidden, const ForwardBatch& batch, LatentCache& cache) const;
+  ForwardResult mtp_head(int module, const Tensor& residual, const ForwardBatch& batch) const;
 
  private:
   // Placeholders may name rows of a previous step of previous_rows tokens (0: none allowed).

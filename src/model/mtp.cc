@@ -18,13 +18,17 @@ MtpModule::MtpModule(const WeightLoader& weights, int64_t layer_index, const bac
   layer_ = std::make_unique<DecoderLayer>(weights, layer_index);
 }
 
-ForwardResult MtpModule::forward(const Tensor& previous_hidden, const ForwardBatch& batch, Tensor& cache,
-                                 const backend::RopeTable& rope) const {
+Tensor MtpModule::block(const Tensor& previous_hidden, const ForwardBatch& batch, Tensor& cache,
+                        const backend::RopeTable& rope) const {
   Tensor embedded = backend_.rms_norm(backend_.embedding(embed_.data, step_token_ids(backend_, batch)), enorm_,
                                       eps_);                                              // [T, hidden]
   Tensor previous = backend_.rms_norm(previous_hidden, hnorm_, eps_);                     // [T, hidden]
   Tensor residual = backend_.linear(backend_.concat_last(embedded, previous), eh_proj_);  // [T, hidden]
   layer_->forward(residual, batch, cache, rope);
+  return residual;
+}
+
+ForwardResult MtpModule::head(const Tensor& residual, const ForwardBatch& batch) const {
   ForwardResult result;
   result.hidden = backend_.rms_norm(residual, head_norm_, eps_);                          // [T, hidden]
   result.logits = head_logits(backend_, result.hidden, batch, head_);

@@ -20,10 +20,13 @@ class MtpModule {
   MtpModule(const WeightLoader& weights, int64_t layer_index, const backend::LinearWeight& embed,
             const backend::LinearWeight& head);
 
-  // previous_hidden [T, hidden]: the main model's normed output (or a chained module's residual)
-  // for the positions of batch; batch.token_ids are the tokens one step ahead.
-  ForwardResult forward(const Tensor& previous_hidden, const ForwardBatch& batch, Tensor& cache,
-                        const backend::RopeTable& rope) const;
+  // The block: eh_proj and the decoder layer -> the residual [T, hidden]. previous_hidden [T, hidden]:
+  // the main model's normed output (or a chained module's residual) for the positions of batch;
+  // batch.token_ids are the tokens one step ahead. It reads no logit rows, so a CUDA graph can hold it.
+  Tensor block(const Tensor& previous_hidden, const ForwardBatch& batch, Tensor& cache,
+               const backend::RopeTable& rope) const;
+  // The head over the block's residual: its norm, and the logits of batch.logit_rows.
+  ForwardResult head(const Tensor& residual, const ForwardBatch& batch) const;
 
  private:
   backend::Backend& backend_;

@@ -20,8 +20,13 @@ class ModelExecutor final : public StepExecutor {
   ModelExecutor(const model::DeepseekModel& model, int64_t pages, const ExecutorOptions& options)
       : model_(model), pages_(pages), cache_(model.make_cache(pages + executor_scratch_pages(options.cuda_graph_max_batch))),
         graph_options_{options.cuda_graph_max_batch, static_cast<int32_t>(pages)} {
-    if (options.cuda_graph_max_batch > 0) graphs_ = std::make_unique<model::DecodeGraphs>(model, cache_, graph_options_);
-    if (options.speculative.enabled()) drafter_ = std::make_unique<MtpDrafter>(model, cache_, options.speculative);
+    if (options.speculative.enabled()) {
+      drafter_ = std::make_unique<MtpDrafter>(model, cache_, options.speculative);
+      verify_options_ = graph_options_;
+      verify_options_.tokens_per_sequence = 1 + options.speculative.num_tokens;
+      verify_options_.mtp_extend = true;
+    }
+    capture_graphs();
   }
 
   backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
@@ -62,27 +67,33 @@ class ModelExecutor final : public StepExecutor {
 
   bool can_draft() const override { return drafter_ != nullptr; }
 
-  // Eager (a graph keeps its hidden states to itself, and the module needs them), and waited for:
-  // the drafts depend on what the step accepts.
+  // Waited for: the drafts depend on what the step accepts. A step whose every sequence verifies N
+  // drafts replays a verification graph, and the drafter's pass over it the bucket's MTP graph;
+  // others (prompt chunks, fewer drafts near a length limit) run eagerly.
   SpeculativeResult run_speculative(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling,
                                     const SpeculativeStep& step) override {
     DSINFER_CHECK(drafter_, "this executor was made without speculative decoding");
     DSINFER_CHECK(launched_.empty(), "a speculative step runs alone, but ", launched_.size(),
                   " steps are in flight");
-    model::ForwardResult result = model_.forward_on_device(batch, cache_);
+    const bool scores = !batch.scored_rows.empty();
+    std::optional<model::ForwardResult> replayed =
+        verify_graphs_ && !scores ? verify_graphs_->forward(batch) : std::nullopt;
+    model::ForwardResult result = replayed ? std::move(*replayed) : model_.forward_on_device(batch, cache_);
     backend::SampledTokens sampled = model_.backend().sample_tokens(result.logits, sampling);
-    collected_scores_ = batch.scored_rows.empty() ? std::vector<PromptLogprob>{}
-                                                  : score_rows(model_, result.hidden, batch.scored_rows);
-    return drafter_->draft(batch, result.hidden, std::move(sampled), step);
+    collected_scores_ = scores ? score_rows(model_, result.hidden, batch.scored_rows) : std::vector<PromptLogprob>{};
+    return drafter_->draft(batch, result.hidden, std::move(sampled), step, replayed ? verify_graphs_.get() : nullptr);
   }
 
   std::vector<PromptLogprob> take_scores() override { return std::exchange(collected_scores_, {}); }
-  int64_t graph_steps() const override { return earlier_replays_ + (graphs_ ? graphs_->replays() : 0); }
+  int64_t graph_steps() const override {
+    return earlier_replays_ + (graphs_ ? graphs_->replays() : 0) + (verify_graphs_ ? verify_graphs_->replays() : 0);
+  }
   void recapture_graphs() override {
     if (!graphs_) return;
-    earlier_replays_ += graphs_->replays();
+    earlier_replays_ += graphs_->replays() + (verify_graphs_ ? verify_graphs_->replays() : 0);
     graphs_.reset();  // the old graphs' pool goes back first
-    graphs_ = std::make_unique<model::DecodeGraphs>(model_, cache_, graph_options_);
+    verify_graphs_.reset();
+    capture_graphs();
   }
 
   model::LatentCache* kv_cache() override { return &cache_; }
@@ -101,11 +112,19 @@ class ModelExecutor final : public StepExecutor {
   }
 
  private:
+  void capture_graphs() {
+    if (graph_options_.max_batch <= 0) return;
+    graphs_ = std::make_unique<model::DecodeGraphs>(model_, cache_, graph_options_);
+    if (drafter_) verify_graphs_ = std::make_unique<model::DecodeGraphs>(model_, cache_, verify_options_);
+  }
+
   const model::DeepseekModel& model_;
   int64_t pages_;  // the pool's pages; a graph scratch page may follow them in the cache
   model::LatentCache cache_;
   model::DecodeGraphOptions graph_options_;
+  model::DecodeGraphOptions verify_options_;  // with speculative decoding: 1 + N tokens a sequence
   std::unique_ptr<model::DecodeGraphs> graphs_;
+  std::unique_ptr<model::DecodeGraphs> verify_graphs_;  // the verification steps', with the MTP pass
   std::unique_ptr<MtpDrafter> drafter_;  // with speculative decoding
   int64_t earlier_replays_ = 0;  // of graphs captured before the current ones
   struct Launched {

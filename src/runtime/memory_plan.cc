@@ -57,10 +57,14 @@ MemoryPlan plan_memory(const model::DeepseekModel& model, const MemoryPlanInputs
   int64_t chunk = std::min(inputs.max_num_batched_tokens, context);
   int64_t context_pages = (context + model::kPageSize - 1) / model::kPageSize;
   {
-    int64_t sequences = std::min(inputs.max_num_seqs, inputs.max_num_batched_tokens);
+    // With speculative decoding the verification step is the largest decode step (its graphs' pool
+    // holds those of plain decode steps as well: the captures share it).
+    const int64_t rows = 1 + inputs.speculative_tokens;
+    int64_t sequences = std::min(inputs.max_num_seqs, std::max<int64_t>(1, inputs.max_num_batched_tokens / rows));
     model::BatchBuilder builder;
-    std::vector<int32_t> one{1}, page{0};
-    for (int64_t s = 0; s < sequences; ++s) builder.add(one, 0, page, model::LogitRows::kLast);
+    std::vector<int32_t> tokens(rows, 1), page{0};
+    for (int64_t s = 0; s < sequences; ++s)
+      builder.add(tokens, 0, page, rows == 1 ? model::LogitRows::kLast : model::LogitRows::kAll);
     dry_run(model, builder.build(), 1);
   }
   int64_t decode_peak = std::max<int64_t>(0, before.free_bytes - backend.memory_info().free_bytes - plan.page_bytes);

@@ -29,9 +29,10 @@ struct MemoryPlanInputs {
   int64_t max_num_seqs = 256;
   int64_t max_model_len = 0;  // context of the dry run's prefill chunk (its expanded attention)
   int64_t cuda_graph_max_batch = 0;  // > 0: decode graphs will be captured (their pool, one scratch page)
+  int speculative_tokens = 0;  // N > 0: decode steps verify N drafts a sequence (1 + N rows each)
 };
 
-// Runs the dry run (a decode step of max_num_seqs sequences, then a prefill chunk of
+// Runs the dry run (a decode step of max_num_seqs sequences, of 1 + speculative_tokens rows each, then a prefill chunk of
 // max_num_batched_tokens at the end of a max_model_len context) on a scratch cache, then plans. With
 // graphs, their pool is counted at the decode step's peak, and one page is kept for the graphs'
 // padding rows (runtime/executor.h). Throws dsinfer::Error

@@ -1,6 +1,7 @@
 #include "runtime/mtp_drafter.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "model/batch_builder.h"
 
@@ -39,7 +40,8 @@ std::vector<int32_t> MtpDrafter::top1(Tensor& logits) {
 }
 
 SpeculativeResult MtpDrafter::draft(const model::ForwardBatch& batch, const Tensor& hidden,
-                                    backend::SampledTokens sampled, const SpeculativeStep& step) {
+                                    backend::SampledTokens sampled, const SpeculativeStep& step,
+                                    model::DecodeGraphs* graphs) {
   const int64_t T = batch.num_tokens();
   const auto rows = static_cast<int64_t>(batch.logit_rows.size());
   DSINFER_CHECK(static_cast<int64_t>(step.follow.size()) == T && sampled.tokens.numel() == rows,
@@ -102,7 +104,8 @@ SpeculativeResult MtpDrafter::draft(const model::ForwardBatch& batch, const Tens
     extend.logit_rows.push_back(batch.logit_rows[s.first_row + result.accepted[i].accepted]);
   }
   if (drafting.empty()) extend.logit_rows.push_back(0);  // the cache rows are what this pass is for
-  model::ForwardResult module = model_.forward_mtp_on_device(0, hidden, extend, cache_);
+  std::optional<model::ForwardResult> replayed = graphs ? graphs->mtp_extend(extend) : std::nullopt;
+  model::ForwardResult module = replayed ? std::move(*replayed) : model_.forward_mtp_on_device(0, hidden, extend, cache_);
   if (drafting.empty()) return result;
   std::vector<int32_t> first = top1(module.logits);
   std::vector<int32_t> position(step.sequences.size(), 0);

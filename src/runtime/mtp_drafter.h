@@ -16,6 +16,7 @@
 // further: the engine reserves those slots (Sequence::reserve_ahead).
 #pragma once
 
+#include "model/decode_graphs.h"
 #include "model/deepseek_model.h"
 #include "runtime/executor.h"
 
@@ -28,8 +29,10 @@ class MtpDrafter {
 
   // The step `batch` ran with `hidden` its final hidden states [T, hidden] (on the device) and
   // `sampled` its sampling rows' tokens (with top tokens where relaxed acceptance needs them).
+  // graphs: the verification graphs that replayed the step, whose MTP graph then runs the module's
+  // pass over it (null: the step ran eagerly, and so does the pass).
   SpeculativeResult draft(const model::ForwardBatch& batch, const Tensor& hidden, backend::SampledTokens sampled,
-                          const SpeculativeStep& step);
+                          const SpeculativeStep& step, model::DecodeGraphs* graphs = nullptr);
 
  private:
   // The modules' greedy tokens at logits' rows, on the host.
