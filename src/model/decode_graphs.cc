@@ -118,12 +118,12 @@ std::optional<Tensor> DecodeGraphs::logits(const ForwardBatch& batch, const Tens
   return result->logits;
 }
 
-std::optional<ForwardResult> DecodeGraphs::mtp_extend(const ForwardBatch& extend) {
+std::optional<ForwardResult> DecodeGraphs::mtp_extend(const ForwardBatch& extend, const Tensor* previous) {
   Graph* graph = std::exchange(last_, nullptr);  // one pass a replayed step
   if (!graph || !graph->mtp || extend.num_tokens() != last_rows_ || bucket_for(extend) != graph->sequences)
     return std::nullopt;
   pad(extend, graph->sequences);
-  model_.prepare(padded_);
+  model_.prepare(padded_, previous);
   if (!graph->mtp->replay()) {
     log_info("MTP graph for batch ", graph->sequences, ": step metadata moved; capturing it again");
     capture_mtp(*graph);

@@ -57,12 +57,12 @@ class DecodeGraphs {
   // are the graph's [T, hidden] (the batch's T rows), rewritten by the bucket's next replay.
   std::optional<ForwardResult> forward(const ForwardBatch& batch, const Tensor* previous = nullptr);
   std::optional<Tensor> logits(const ForwardBatch& batch, const Tensor* previous = nullptr);
-  // With mtp_extend: DeepseekModel::forward_mtp_on_device(0, hidden, extend, cache) for the step
+  // With mtp_extend: DeepseekModel::forward_mtp_on_device(0, hidden, extend, cache, previous) for the step
   // forward() replayed last, whose rows `extend` has (each with the token that follows it, and the
   // drafter's logit rows), by replaying the bucket's MTP graph; nothing when forward() did not replay
   // that step (then run this eagerly too). Its hidden states and residual have the bucket's padding
   // rows after the real ones.
-  std::optional<ForwardResult> mtp_extend(const ForwardBatch& extend);
+  std::optional<ForwardResult> mtp_extend(const ForwardBatch& extend, const Tensor* previous = nullptr);
   int64_t replays() const { return replays_; }  // steps run by a graph so far
   int64_t recaptures() const { return recaptures_; }  // buckets captured again since construction
 

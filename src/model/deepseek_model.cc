@@ -195,11 +195,11 @@ ForwardResult DeepseekModel::forward_mtp(int module, const Tensor& previous_hidd
 }
 
 ForwardResult DeepseekModel::forward_mtp_on_device(int module, const Tensor& previous_hidden,
-                                                   const ForwardBatch& batch, LatentCache& cache) const {
+                                                   const ForwardBatch& batch, LatentCache& cache,
+                                                   const Tensor* previous_tokens) const {
   DSINFER_CHECK(module >= 0 && module < num_mtp_modules(), "MTP module ", module, " is not loaded (",
                 num_mtp_modules(), " present)");
-  validate(batch);
-  backend_.begin_step(batch.step_context());
+  prepare(batch, previous_tokens);
   return mtp_head(module, mtp_block(module, previous_hidden, batch, cache), batch);
 }
 

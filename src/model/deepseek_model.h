@@ -96,9 +96,10 @@ class DeepseekModel {
   // MTP module `module` (0-based): MtpModule::block then head. The logits come back to the host.
   ForwardResult forward_mtp(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
                             LatentCache& cache) const;
-  // The same with the logits left on the device (the drafter's path: runtime/mtp_drafter.h).
+  // The same with the logits left on the device (the drafter's path: runtime/mtp_drafter.h), its
+  // placeholders resolved from previous_tokens as prepare does.
   ForwardResult forward_mtp_on_device(int module, const Tensor& previous_hidden, const ForwardBatch& batch,
-                                      LatentCache& cache) const;
+                                      LatentCache& cache, const Tensor* previous_tokens = nullptr) const;
   // Its two halves after a begin_step of `batch` (MtpModule::block and head): the block is what a
   // CUDA graph of the drafter's pass over a verification step records, the head runs eagerly over the
   // real logit rows (model/decode_graphs.h).

@@ -79,7 +79,7 @@ class ModelExecutor final : public StepExecutor {
     std::optional<model::ForwardResult> replayed =
         verify_graphs_ && !scores ? verify_graphs_->forward(batch) : std::nullopt;
     model::ForwardResult result = replayed ? std::move(*replayed) : model_.forward_on_device(batch, cache_);
-    backend::SampledTokens sampled = model_.backend().sample_tokens(result.logits, sampling);
+    std::unique_ptr<backend::PendingTokens> sampled = model_.backend().queue_sample_tokens(result.logits, sampling);
     collected_scores_ = scores ? score_rows(model_, result.hidden, batch.scored_rows) : std::vector<PromptLogprob>{};
     return drafter_->draft(batch, result.hidden, std::move(sampled), step, replayed ? verify_graphs_.get() : nullptr);
   }
