@@ -24,7 +24,13 @@ struct Spelling {
   std::optional<bool> relaxed;
   std::optional<int> relaxed_topk;
   std::optional<float> relaxed_delta;
+  std::optional<int> disable_by_batch_size;
 };
+
+int checked_disable_by_batch_size(int64_t value, std::string_view what) {
+  DSINFER_CHECK(value >= 0 && value <= 1 << 20, what, " must be 0 (never) or a number of requests, not ", value);
+  return static_cast<int>(value);
+}
 
 int checked_num_tokens(int64_t value, std::string_view what) {
   DSINFER_CHECK(value >= 1 && value <= kMaxDraftTokens, what, " must be 1 to ", kMaxDraftTokens,
@@ -69,6 +75,10 @@ Spelling vllm_spelling(const std::string& text) {
     } else if (key == "relaxed_delta") {
       expect(value.is_number(), "a number");
       spelling.relaxed_delta = static_cast<float>(value.as_double());
+    } else if (key == "disable_by_batch_size") {
+      expect(value.is_int(), "an integer");
+      spelling.disable_by_batch_size =
+          checked_disable_by_batch_size(value.as_int(), "--speculative-config: disable_by_batch_size");
     } else if (key == "mode") {
       expect(value.is_string() && (value.as_string() == "eagle" || value.as_string() == "vanilla"),
              "\"eagle\" or \"vanilla\"");
@@ -76,8 +86,8 @@ Spelling vllm_spelling(const std::string& text) {
                                                    : runtime::SpeculativeConfig::Mode::kVanilla;
     } else {
       throw Error(str_cat("--speculative-config: key \"", key, "\" is not supported (dsinfer takes method, "
-                          "num_speculative_tokens, mode, use_relaxed_acceptance_for_thinking, relaxed_topk and "
-                          "relaxed_delta)"));
+                          "num_speculative_tokens, mode, use_relaxed_acceptance_for_thinking, relaxed_topk, "
+                          "relaxed_delta and disable_by_batch_size)"));
     }
   }
   return spelling;
@@ -125,6 +135,9 @@ Spelling our_spelling(const Flags& flags) {
     spelling.relaxed_topk = static_cast<int>(flags.get_int("speculative-relaxed-topk"));
   if (flags.has("speculative-relaxed-delta"))
     spelling.relaxed_delta = static_cast<float>(flags.get_double("speculative-relaxed-delta"));
+  if (flags.has("speculative-disable-by-batch-size"))
+    spelling.disable_by_batch_size = checked_disable_by_batch_size(flags.get_int("speculative-disable-by-batch-size"),
+                                                                   "--speculative-disable-by-batch-size");
   return spelling;
 }
 
@@ -149,7 +162,7 @@ void add_speculative_flags(Flags& flags) {
                    R"('{"method": "mtp", "num_speculative_tokens": N}', N 1 to 3 (left out: the checkpoint's MTP )"
                    R"(modules); also "mode": "eagle" (module 0 drafts every position, the default) or "vanilla" )"
                    R"((module k drafts position k + 1), "use_relaxed_acceptance_for_thinking", "relaxed_topk", )"
-                   R"("relaxed_delta" (TensorRT-LLM's names))");
+                   R"("relaxed_delta" (TensorRT-LLM's names), "disable_by_batch_size" (vLLM's))");
   flags.add_string("speculative-algorithm", "NAME", "SGLang's spelling of MTP drafting: EAGLE, NEXTN or MTP");
   flags.add_int("speculative-num-steps", "SGLang: draft tokens a step, 1 to 3 (default 3)");
   flags.add_int("speculative-eagle-topk", "SGLang: drafts a position; only 1 (no tree drafting)");
@@ -161,6 +174,8 @@ void add_speculative_flags(Flags& flags) {
                 "(default 10)");
   flags.add_double("speculative-relaxed-delta", "relaxed acceptance: a draft's probability must be at least top-1's "
                    "minus D, D in [0, 1] (default 0.6)");
+  flags.add_int("speculative-disable-by-batch-size", "adaptive drafting (vLLM's spelling): while more than N requests "
+                "are live, steps run without drafts (0: never; default 64)");
   flags.set_range("speculative-relaxed-topk", 1, 1 << 20);
   flags.set_range("speculative-relaxed-delta", 0, 1);
 }
@@ -179,12 +194,17 @@ SpeculativeRequest speculative_request(const Flags& flags) {
                 "--speculative-relaxed-topk");
   take_agreeing(spelling.relaxed_delta, ours.relaxed_delta, "the relaxed delta", "relaxed_delta",
                 "--speculative-relaxed-delta");
+  take_agreeing(spelling.disable_by_batch_size, ours.disable_by_batch_size, "the drafting batch limit",
+                "disable_by_batch_size", "--speculative-disable-by-batch-size");
 
   SpeculativeRequest request;
   request.requested = vllm || flags.has("speculative-algorithm");
   const bool relaxed = spelling.relaxed.value_or(false);
   DSINFER_CHECK(request.requested || (!relaxed && !spelling.relaxed_topk && !spelling.relaxed_delta),
                 "the relaxed acceptance flags need speculative decoding: add --speculative-config "
+                R"('{"method": "mtp", "num_speculative_tokens": 1}' (or --speculative-algorithm EAGLE))");
+  DSINFER_CHECK(request.requested || !spelling.disable_by_batch_size,
+                "--speculative-disable-by-batch-size needs speculative decoding: add --speculative-config "
                 R"('{"method": "mtp", "num_speculative_tokens": 1}' (or --speculative-algorithm EAGLE))");
   DSINFER_CHECK(relaxed || (!spelling.relaxed_topk && !spelling.relaxed_delta),
                 "relaxed_topk and relaxed_delta (--speculative-relaxed-topk, --speculative-relaxed-delta) apply only "
@@ -199,6 +219,7 @@ SpeculativeRequest speculative_request(const Flags& flags) {
   config.relaxed = relaxed;
   if (spelling.relaxed_topk) config.relaxed_topk = *spelling.relaxed_topk;
   if (spelling.relaxed_delta) config.relaxed_delta = *spelling.relaxed_delta;
+  if (spelling.disable_by_batch_size) config.disable_by_batch_size = *spelling.disable_by_batch_size;
   config.validate();
   return request;
 }

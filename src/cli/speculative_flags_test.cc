@@ -85,6 +85,30 @@ TEST(SpeculativeFlags, VllmJsonWithoutACountTakesTheCheckpointsModules) {
   EXPECT_EQ(speculative_config(request, 5, "m").num_tokens, 3);  // at most 3
 }
 
+TEST(SpeculativeFlags, DisableByBatchSizeFromTheJsonOrOurFlag) {
+  EXPECT_EQ(served({"--speculative-config", R"({"method": "mtp", "num_speculative_tokens": 1})"})
+                .config.disable_by_batch_size,
+            64);  // the default
+  EXPECT_EQ(served({"--speculative-config", R"({"method": "mtp", "num_speculative_tokens": 1, )"
+                                            R"("disable_by_batch_size": 8})"})
+                .config.disable_by_batch_size,
+            8);
+  EXPECT_EQ(served({"--speculative-algorithm", "EAGLE", "--speculative-disable-by-batch-size", "0"})
+                .config.disable_by_batch_size,
+            0);  // never
+  EXPECT_EQ(bare({"--speculative-config", R"({"method": "mtp", "disable_by_batch_size": 16})",
+                  "--speculative-disable-by-batch-size", "16"})
+                .config.disable_by_batch_size,
+            16);
+  std::string message = refusal({"--speculative-config", R"({"method": "mtp", "disable_by_batch_size": 8})",
+                                 "--speculative-disable-by-batch-size", "9"});
+  EXPECT_TRUE(says(message, "the drafting batch limit is given twice and the values disagree")) << message;
+  message = refusal({"--speculative-config", R"({"method": "mtp", "disable_by_batch_size": -1})"});
+  EXPECT_TRUE(says(message, "disable_by_batch_size must be 0 (never) or a number of requests, not -1")) << message;
+  message = refusal({"--speculative-disable-by-batch-size", "8"});
+  EXPECT_TRUE(says(message, "--speculative-disable-by-batch-size needs speculative decoding")) << message;
+}
+
 TEST(SpeculativeFlags, VllmJsonRefusesOtherMethodsKeysAndCounts) {
   for (const char* method : {"ngram", "eagle3", "medusa", "eagle", "draft_model"}) {
     const std::string message =
@@ -93,7 +117,7 @@ TEST(SpeculativeFlags, VllmJsonRefusesOtherMethodsKeysAndCounts) {
   }
   std::string message = refusal({"--speculative-config", R"({"num_speculative_tokens": 1})"});
   EXPECT_TRUE(says(message, "needs \"method\": \"mtp\"")) << message;
-  for (const char* key : {"model", "prompt_lookup_max", "draft_tensor_parallel_size", "disable_by_batch_size"}) {
+  for (const char* key : {"model", "prompt_lookup_max", "draft_tensor_parallel_size", "disable_logprobs"}) {
     message = refusal({"--speculative-config", str_cat(R"({"method": "mtp", "num_speculative_tokens": 1, ")", key,
                                                        R"(": 4})")});
     EXPECT_TRUE(says(message, str_cat("key \"", key, "\" is not supported"))) << message;

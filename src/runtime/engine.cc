@@ -52,9 +52,13 @@ Engine::Impl::Impl(std::unique_ptr<StepExecutor> executor_in, const tokenizer::T
                static_cast<int32_t>(config.watermark * pool.group_size())),
       seed_source(config.seed) {
   host_kv = make_host_kv_tier(config.host_kv_cache, *executor, pool, prefix_cache.get(), capacity);  // issue 14
-  // A speculative step is waited for: its drafts depend on what it accepts (speculative.h).
-  overlap = config.overlap_schedule && executor->overlaps() && !config.speculative.enabled();
+  // A speculative step is waited for (its drafts depend on what it accepts: speculative.h); the steps
+  // adaptive drafting runs without drafts overlap as any other.
+  overlap = config.overlap_schedule && executor->overlaps();
   if (config.speculative.enabled()) {
+    // A prefill instance's module cache rows go to the decode instance, which drafts from them: it
+    // runs the MTP pass over every step, whatever the load.
+    if (config.disaggregation.mode == DisaggregationMode::kPrefill) config.speculative.disable_by_batch_size = 0;
     config.speculative.validate();
     DSINFER_CHECK(executor->can_draft(), "speculative decoding (", config.speculative.describe(),
                   ") needs the model's MTP modules on one rank: a model without them, or a sharded one, "

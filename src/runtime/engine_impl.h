@@ -111,7 +111,9 @@ struct Engine::Impl {
   void take_inbox();
   EngineSequence* find_live(RequestId id);
   bool step();
-  PreparedStep prepare();
+  // Whether the next step drafts (speculative decoding, adaptive: SpeculativeConfig::disable_by_batch_size).
+  bool drafting_step();
+  PreparedStep prepare(bool drafting);
   // The device's part of a step, in two calls (the overlap scheduler): launch queues it and does its
   // bookkeeping (computed tokens, placeholders); collect waits for its tokens and completes it. A
   // failure fails the step's requests (or the engine); both return whether they succeeded.
@@ -188,6 +190,7 @@ struct Engine::Impl {
 
   // Engine thread only.
   bool overlap = false;  // config.overlap_schedule and an executor that can overlap
+  bool drafting = true;  // speculative decoding: whether the last step drafted (for the log)
   // The tokenizer's reasoning markers (relaxed acceptance applies between them), or -1.
   int32_t think_start = -1;
   int32_t think_end = -1;

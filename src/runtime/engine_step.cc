@@ -33,12 +33,34 @@ using engine_internal::SampledTokens;
 using engine_internal::seconds_between;
 using engine_internal::thread_cpu_seconds;
 
-PreparedStep Engine::Impl::prepare() {
+bool Engine::Impl::drafting_step() {
+  if (!config.speculative.enabled()) return false;
+  int64_t live = 0;
+  bool gaps = false;  // a live sequence has module cache rows missing: it ran a step without drafting
+  auto count = [&](const Sequence& s) {
+    if (s.state >= RequestState::kFinished) return;
+    ++live;
+    gaps = gaps || !s.mtp_cache_current;
+  };
+  for (const auto& s : running) count(*s);
+  for (const auto& s : waiting) count(*s);
+  const int64_t limit = config.speculative.disable_by_batch_size;
+  const bool now = !gaps && (limit == 0 || live <= limit);
+  if (now != drafting && now) log_info("speculative decoding: drafting resumes (", live, " requests live)");
+  if (now != drafting && !now)
+    log_info("speculative decoding: drafting stops with ", live, " requests live (disable_by_batch_size ", limit,
+             "); it resumes once every request that ran a step without drafts has left");
+  drafting = now;
+  return now;
+}
+
+PreparedStep Engine::Impl::prepare(bool drafting_now) {
   // Candidates: running then waiting, each in arrival order (member buffers, reused every step).
   std::vector<Sequence*>& all = step_sequences;
   std::vector<Candidate>& candidates = step_candidates;
   all.clear();
   candidates.clear();
+  const bool without_drafts = config.speculative.enabled() && !drafting_now;
   // Ended sequences wait for their launched steps to be collected; a sequence whose placeholder is
   // its last token has nothing left to run.
   auto schedulable = [](const Sequence& s) {
@@ -48,6 +70,8 @@ PreparedStep Engine::Impl::prepare() {
     if (schedulable(*s)) all.push_back(s.get());
   for (auto& s : waiting)
     if (schedulable(*s)) all.push_back(s.get());
+  if (without_drafts)  // the drafts a sequence carries go unverified
+    for (Sequence* s : all) s->drafts.clear();
   for (size_t i = 0; i < all.size(); ++i) {
     Sequence& s = *all[i];
     bool is_running = s.state >= RequestState::kPrefilling;
@@ -60,6 +84,7 @@ PreparedStep Engine::Impl::prepare() {
   for (Sequence* s : reserved.preempted) {
     s->state = RequestState::kWaiting;
     s->drafts.clear();  // the recomputed prompt drafts again
+    s->mtp_cache_current = true;  // its rows are computed again, by the step that recomputes them
     ++preemptions;
     log_warning("request ", s->id, " preempted for lack of KV pages (it will be recomputed); ", preemptions,
                 " preemptions so far");
@@ -92,7 +117,7 @@ PreparedStep Engine::Impl::prepare() {
     page_ids += w.sequence->pages.size();
   }
   builder.reserve(reserved.work.size(), tokens, page_ids);
-  const bool speculative = config.speculative.enabled();
+  const bool speculative = drafting_now;
   if (speculative) prepared.speculative.emplace();
   std::vector<int32_t> piece;
   std::vector<RequestId> layerwise;  // senders whose pages go layer by layer during this step
@@ -113,6 +138,7 @@ PreparedStep Engine::Impl::prepare() {
     builder.add(input, static_cast<int32_t>(s.num_computed), s.pages,
                 !samples ? model::LogitRows::kNone : s.drafts.empty() ? model::LogitRows::kLast : model::LogitRows::kAll);
     if (samples) prepared.sampling.push_back(&engine_sequence(s));
+    if (without_drafts) s.mtp_cache_current = false;  // no MTP pass over this step's rows
     if (samples && handoff && sends_kv(s) && s.output_length() == 0 && handoff->arm_layerwise(s))
       layerwise.push_back(s.id);
     if (s.scoring_prompt()) add_scored_rows(w, builder, prepared);
@@ -462,13 +488,14 @@ bool Engine::Impl::step() {
   device_cpu_seconds = 0.0;
   if (handoff) drive_handoffs();  // notes, landed pushes, timeouts; receivers admitted
   bool progressed = false;
-  // Planning needs the step in flight's tokens when the executor does not overlap, or when a row's
-  // penalties need its history.
-  if (in_flight && (!overlap || in_flight->next_needs_tokens)) {
+  // Planning needs the step in flight's tokens when the executor does not overlap, when a row's
+  // penalties need its history, or when the next step drafts (a speculative step runs alone).
+  const bool drafting_now = drafting_step();
+  if (in_flight && (!overlap || in_flight->next_needs_tokens || drafting_now)) {
     collect_in_flight();
     progressed = true;
   }
-  PreparedStep prepared = prepare();
+  PreparedStep prepared = prepare(drafting_now);
   if (prepared.work.empty() && !in_flight && !progressed) {
     flush_outputs();  // aborts taken from the inbox
     publish_stats();
@@ -482,7 +509,7 @@ bool Engine::Impl::step() {
   if (launched) {
     metrics.iteration_tokens.observe(static_cast<double>(prepared.batch.num_tokens()));
     in_flight = std::move(prepared);
-    if (!overlap) collect_in_flight();
+    if (!overlap || in_flight->speculative) collect_in_flight();  // a speculative step has run to its end
   }
   if (handoff) admit_receivers();  // into the pages this step gave back
   drop_finished();

@@ -38,6 +38,9 @@ struct Sequence {
   // write (the MTP module's chained drafts), which pages are reserved for.
   std::vector<int32_t> drafts;
   int64_t reserve_ahead = 0;
+  // Every computed token's row of the MTP module's cache is written: false once a step without
+  // drafting (SpeculativeConfig::disable_by_batch_size) ran it, after which it drafts no more.
+  bool mtp_cache_current = true;
   bool thinking = false;  // inside a reasoning section after the known tokens (relaxed acceptance)
   // Prefill/decode disaggregation (kv_handoff.h): a KV handoff has it (a receiver waiting for pages or
   // for its prompt's KV, a sender pushing its prompt's pages), so the scheduler leaves it alone.

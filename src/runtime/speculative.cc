@@ -13,6 +13,8 @@ void SpeculativeConfig::validate() const {
   DSINFER_CHECK(relaxed_topk >= 1, "speculative decoding: relaxed_topk must be at least 1, not ", relaxed_topk);
   DSINFER_CHECK(relaxed_delta >= 0.0f && relaxed_delta <= 1.0f,
                 "speculative decoding: relaxed_delta must be within [0, 1], not ", relaxed_delta);
+  DSINFER_CHECK(disable_by_batch_size >= 0, "speculative decoding: disable_by_batch_size must be at least 0 (0: "
+                "never), not ", disable_by_batch_size);
 }
 
 std::string SpeculativeConfig::describe() const {
@@ -21,7 +23,7 @@ std::string SpeculativeConfig::describe() const {
   if (relaxed)
     out += str_cat(R"(, "use_relaxed_acceptance_for_thinking": true, "relaxed_topk": )", relaxed_topk,
                    R"(, "relaxed_delta": )", relaxed_delta);
-  return out + "}";
+  return out + str_cat(R"(, "disable_by_batch_size": )", disable_by_batch_size, "}");
 }
 
 namespace {

@@ -38,6 +38,11 @@ struct SpeculativeConfig {
   bool relaxed = false;        // relaxed acceptance inside reasoning sections
   int relaxed_topk = 10;       // a relaxed draft must be among the target's top relaxed_topk tokens,
   float relaxed_delta = 0.6f;  // and its probability at least top-1's minus this
+  // Adaptive drafting (vLLM's disable_by_batch_size): while more requests than this are live, steps
+  // run without drafts, as without speculative decoding (overlapped, decode graphs); 0: never.
+  // Those steps run no MTP pass, so a sequence that took one drafts no more (its module cache has
+  // gaps), and drafting resumes once no such sequence is left (engine_step.cc).
+  int disable_by_batch_size = 64;
 
   bool enabled() const { return num_tokens > 0; }
   // Throws dsinfer::Error naming what is wrong (N outside 1..3, top-k < 1, delta outside [0, 1]).

@@ -155,6 +155,39 @@ TEST_F(SpeculativeEngineTest, GreedyOutputsEqualThoseWithoutDrafts) {
   }
 }
 
+// Adaptive drafting: while more requests are live than disable_by_batch_size, steps run without
+// drafts (the outputs stay those without speculative decoding); a request that ran such a step
+// drafts no more, and requests that come after those have left draft again.
+TEST_F(SpeculativeEngineTest, DraftingStopsAboveTheBatchLimitAndResumesAfter) {
+  const auto inputs = prompts(6);
+  Engine plain(*model_, *tokenizer_, config(0));
+  RequestOptions with_margins = greedy(60);
+  with_margins.logprobs = 2;
+  std::vector<std::vector<TokenLogprob>> margins;
+  const auto expected = run_all(plain, inputs, with_margins, &margins);
+
+  EngineConfig unlimited = config(1);
+  unlimited.speculative.disable_by_batch_size = 0;
+  Engine always(*model_, *tokenizer_, unlimited);
+  expect_greedy_equal(run_all(always, inputs, greedy(60)), expected, margins);
+  const uint64_t always_drafted = always.metrics().spec_decode_drafts.load();
+
+  EngineConfig limited = config(1);
+  limited.speculative.disable_by_batch_size = 2;
+  Engine engine(*model_, *tokenizer_, limited);
+  expect_greedy_equal(run_all(engine, inputs, greedy(60)), expected, margins);
+  const uint64_t drafted = engine.metrics().spec_decode_drafts.load();
+  // Six requests are live from the first steps on (the first may draft a step or two before the
+  // others are submitted).
+  EXPECT_LT(drafted * 4, always_drafted) << drafted << " drafting steps with the limit, " << always_drafted
+                                         << " without";
+  expect_every_page_free(engine);
+
+  expect_greedy_equal(run_all(engine, {inputs[0]}, greedy(60)), {expected[0]}, {margins[0]});
+  EXPECT_GT(engine.metrics().spec_decode_drafts.load(), drafted + 10);  // alone, it drafts
+  expect_every_page_free(engine);
+}
+
 TEST_F(SpeculativeEngineTest, SeededSamplingDrawsTheSameTokens) {
   const auto inputs = prompts(4);
   RequestOptions options = greedy(60);
