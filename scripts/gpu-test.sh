@@ -75,8 +75,9 @@ one_gpu_steps=(
   # another batch. Those tests run on the CPU in `make test` and are left out here.
   "server|env DSINFER_TEST_DEVICE=cuda $build/src/server/server_test --gtest_filter=-$exact"
   # Speculative decoding (MTP drafts) on the bundled model: greedy outputs as without drafts up to a
-  # near-tie, drafts accepted, pages returned (the tests of exact equality are CPU-only).
-  "speculative|env DSINFER_TEST_DEVICE=cuda $build/src/runtime/speculative_engine_test --gtest_filter=*Greedy*:*Aborted*:*Relaxed*"
+  # near-tie, drafts accepted, drafting stopped and resumed by load, pages returned (the tests of exact
+  # equality are CPU-only).
+  "speculative|env DSINFER_TEST_DEVICE=cuda $build/src/runtime/speculative_engine_test --gtest_filter=*Greedy*:*Aborted*:*Relaxed*:*Drafting*"
   # Structured output and logit_bias end to end: the CUDA sampler's masks and biases on the bundled model.
   "structured|env DSINFER_TEST_DEVICE=cuda $build/src/server/server_structured_test"
   # The host KV tier (issue 14): pinned host pages, copies queued on the stream between steps; pages
