@@ -4,7 +4,8 @@
 #   - output tokens/s and the mean acceptance length for N = 0 (off), 1, 2, 3 draft tokens (strict), with
 #     1, 32 and 128 problems in flight, and each N's speed against N = 0 at the same concurrency;
 #   - relaxed acceptance (TensorRT-LLM's defaults: top-10, delta 0.6) at N = 1..3, one in flight;
-#   - the five tasks' accuracy, NUM problems each, for N = 3 strict and relaxed against no drafting.
+#   - the five tasks' accuracy, NUM problems each, for N = 3 strict and relaxed against no drafting
+#     (drafting at 128 in flight whatever the load: adaptive drafting would stop it).
 # Writes bench/results/speculative_dsv3-tiny_<device>.json (no drafting at the same concurrency is
 # the anchor). Run from the repository root after the build:
 #   bench/run_speculative.sh [NUM]          (DEVICE=cuda by default; BUILD=build)
@@ -21,12 +22,14 @@ else
   device_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   label=$(tr 'A-Z ' 'a-z-' <<<"$device_name" | sed 's/nvidia-//; s/-.*//')
 fi
-run() {  # run NAME TASK NUM IN_FLIGHT N [relaxed]: one eval with N draft tokens (0: none)
-  local name=$1 task=$2 num=$3 in_flight=$4 n=$5 relaxed=${6:-}
+run() {  # run NAME TASK NUM IN_FLIGHT N [relaxed] [always]: one eval with N draft tokens (0: none)
+  local name=$1 task=$2 num=$3 in_flight=$4 n=$5 relaxed=${6:-} always=${7:-}
   local spec=()
   if ((n > 0)); then
     local extra=
     [[ $relaxed == relaxed ]] && extra=', "use_relaxed_acceptance_for_thinking": true'
+    # The accuracy runs draft whatever the load (adaptive drafting would stop at 128 in flight).
+    [[ $always == always ]] && extra="$extra, \"disable_by_batch_size\": 0"
     spec=(--speculative-config "{\"method\": \"mtp\", \"num_speculative_tokens\": $n$extra}")
   fi
   "$BUILD"/dsinfer eval --model "$model" --device "$DEVICE" --task "$task" --num "$num" --max-num-seqs "$in_flight" \
@@ -39,8 +42,8 @@ done
 for n in 1 2 3; do run "speed_c1_n${n}_relaxed" arith 16 1 "$n" relaxed; done
 for task in arith sort count copy reverse; do
   run "acc_${task}_off" "$task" "$NUM" 128 0
-  run "acc_${task}_strict" "$task" "$NUM" 128 3
-  run "acc_${task}_relaxed" "$task" "$NUM" 128 3 relaxed
+  run "acc_${task}_strict" "$task" "$NUM" 128 3 strict always
+  run "acc_${task}_relaxed" "$task" "$NUM" 128 3 relaxed always
 done
 python3 - "$scratch" "$NUM" "$label" "$device_name" "$DEVICE" <<'PY'
 import json, sys
@@ -73,7 +76,9 @@ for task in ("arith", "sort", "count", "copy", "reverse"):
         100 * (result(f"acc_{task}_relaxed")["accuracy"] - result(f"acc_{task}_strict")["accuracy"]), 2)
 eval_result.write(f"bench/results/speculative_dsv3-tiny_{label}.json", "speculative",
                   {"model": "models/dsv3-tiny", "device": device, "speed_task": "arith (16 problems at 1 in flight, "
-                   "2 per slot at 32 and 128)", "problems_per_task": num, "modes": "eagle (module 0 drafts every "
+                   "2 per slot at 32 and 128)", "adaptive_drafting": "the speed runs with the default disable_by_batch_size "
+                   "(64: no drafts at 128 in flight), the accuracy runs (128 in flight) drafting always",
+                   "problems_per_task": num, "modes": "eagle (module 0 drafts every "
                    "position); relaxed: top-10, delta 0.6, inside <think>", "decoding": "greedy"},
                   figures, anchor, device=f"cuda: {device_name}" if device_name else None)
 PY
