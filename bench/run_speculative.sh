@@ -5,7 +5,8 @@
 #     1, 32 and 128 problems in flight, and each N's speed against N = 0 at the same concurrency;
 #   - relaxed acceptance (TensorRT-LLM's defaults: top-10, delta 0.6) at N = 1..3, one in flight;
 #   - the five tasks' accuracy, NUM problems each, for N = 3 strict and relaxed against no drafting
-#     (drafting at 128 in flight whatever the load: adaptive drafting would stop it).
+#     (drafting at 128 in flight whatever the load: adaptive drafting would stop it), and each task's
+#     mean acceptance length there.
 # Writes bench/results/speculative_dsv3-tiny_<device>.json (no drafting at the same concurrency is
 # the anchor). Run from the repository root after the build:
 #   bench/run_speculative.sh [NUM]          (DEVICE=cuda by default; BUILD=build)
@@ -72,6 +73,7 @@ for task in ("arith", "sort", "count", "copy", "reverse"):
         acc = result(f"acc_{task}_{mode}")["accuracy"]
         figures[f"{task}_n3_{mode}_accuracy"] = acc
         figures[f"{task}_n3_{mode}_points_vs_off"] = round(100 * (acc - off), 2)
+        figures[f"{task}_n3_{mode}_mean_acceptance_length"] = result(f"acc_{task}_{mode}")["mean_acceptance_length"]
     figures[f"{task}_n3_relaxed_points_vs_strict"] = round(
         100 * (result(f"acc_{task}_relaxed")["accuracy"] - result(f"acc_{task}_strict")["accuracy"]), 2)
 eval_result.write(f"bench/results/speculative_dsv3-tiny_{label}.json", "speculative",

@@ -113,6 +113,16 @@ class SpeculativeEngineTest : public ::testing::Test {
     }
   }
 
+  // Greedy outputs without drafts, and their top-2 logprobs (where a GPU's outputs may part).
+  static std::vector<std::vector<int32_t>> without_drafts(const std::vector<std::vector<int32_t>>& prompts,
+                                                          int64_t max_tokens,
+                                                          std::vector<std::vector<TokenLogprob>>& margins) {
+    Engine plain(*model_, *tokenizer_, config(0));
+    RequestOptions with_margins = greedy(max_tokens);
+    with_margins.logprobs = 2;
+    return run_all(plain, prompts, with_margins, &margins);
+  }
+
   static RequestOptions greedy(int64_t max_tokens) {
     RequestOptions options;
     options.max_tokens = max_tokens;
@@ -132,11 +142,8 @@ tokenizer::Tokenizer* SpeculativeEngineTest::tokenizer_ = nullptr;
 
 TEST_F(SpeculativeEngineTest, GreedyOutputsEqualThoseWithoutDrafts) {
   const auto inputs = prompts(6);
-  Engine plain(*model_, *tokenizer_, config(0));
-  RequestOptions with_margins = greedy(80);
-  with_margins.logprobs = 2;
   std::vector<std::vector<TokenLogprob>> margins;
-  const auto expected = run_all(plain, inputs, with_margins, &margins);
+  const auto expected = without_drafts(inputs, 80, margins);
   for (int drafts = 1; drafts <= 3; ++drafts) {
     SCOPED_TRACE(drafts);
     Engine engine(*model_, *tokenizer_, config(drafts));
@@ -160,11 +167,8 @@ TEST_F(SpeculativeEngineTest, GreedyOutputsEqualThoseWithoutDrafts) {
 // drafts no more, and requests that come after those have left draft again.
 TEST_F(SpeculativeEngineTest, DraftingStopsAboveTheBatchLimitAndResumesAfter) {
   const auto inputs = prompts(6);
-  Engine plain(*model_, *tokenizer_, config(0));
-  RequestOptions with_margins = greedy(60);
-  with_margins.logprobs = 2;
   std::vector<std::vector<TokenLogprob>> margins;
-  const auto expected = run_all(plain, inputs, with_margins, &margins);
+  const auto expected = without_drafts(inputs, 60, margins);
 
   EngineConfig unlimited = config(1);
   unlimited.speculative.disable_by_batch_size = 0;
