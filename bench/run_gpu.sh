@@ -4,7 +4,9 @@
 # $OUT too):
 #   bench/run_gpu.sh [BUILD_DIR]
 #   1. the chip's ceilings and the decode/prefill step at DeepSeek-V3's widths, 4 layers, FP8 dummy
-#      weights: decode at batch 1, 64 and 256 with a 2K context against its roofline, prefill 8 x 2K;
+#      weights: decode at batch 1, 64 and 256 with a 2K context against its roofline, prefill 8 x 2K,
+#      and the speculative step verifying one draft a sequence (the MTP module is a fifth of this
+#      4-layer model, against 1/62 of the whole one);
 #   2. the same step on the 3-layer bf16 model ANCHORS.md's Hugging Face figures were measured on
 #      (batch 1 and 32), for tokens/s against transformers;
 #   3. generate_bench and `dsinfer bench serve` against `dsinfer serve --device cuda` on the bundled
@@ -20,7 +22,7 @@ results=bench/results
 trap '[[ -n "${server:-}" ]] && kill "$server" 2>/dev/null || true' EXIT
 
 "$BUILD"/bench/model_step_bench --config configs/deepseek-v3 --num-layers 4 --batches 1,64,256 --context 2048 \
-  --prefill 8x2048 --out "$results/model_step_deepseek-v3_$gpu.json"
+  --prefill 8x2048 --speculative 1 --out "$results/model_step_deepseek-v3_$gpu.json"
 "$BUILD"/bench/model_step_bench --config bench/configs/v3-3-layers --batches 1,32 --context 512 --prefill 8x1024 \
   --out "$results/model_step_v3-3-layers_$gpu.json"
 "$BUILD"/bench/generate_bench --model models/dsv3-tiny --device cuda --out "$results/generate_gpu_dsv3-tiny_$gpu.json"

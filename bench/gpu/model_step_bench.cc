@@ -28,6 +28,14 @@
 // Prefill: --prefill SxL, S sequences of L tokens from position 0 in pages of their own, in steps of
 // at most --max-batched-tokens tokens (0: all S L in one step); tokens/s = S L / the steps' time.
 //
+// Speculative decoding (--speculative N): per batch size, also the step the engine runs when every
+// sequence verifies N drafts (runtime/executor.h's run_speculative, on an executor of its own with
+// its own cache: the 1 + N rows of each sequence replayed as a verification graph, sampled on the
+// device, the MTP module's pass over them from its graph and the chained drafts, one wait), its
+// median time against the decode step's. With a mean acceptance length a (tokens a step), drafting
+// gives a x decode_ms / speculative_ms the tokens/s; dummy weights draft nothing useful, so a is not
+// measured here (bench/run_speculative.sh measures it on the bundled model).
+//
 // On the CPU (--device cpu) no CUDA call is made: the ceilings, and so the roofline times and ratios,
 // are absent (null in the JSON); bytes and FLOPs are still reported.
 #include <algorithm>
@@ -51,6 +59,7 @@
 #include "model/batch_builder.h"
 #include "model/decode_graphs.h"
 #include "model/deepseek_model.h"
+#include "runtime/executor.h"
 
 #ifdef DSINFER_HAS_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -326,6 +335,40 @@ DecodeResult time_decode(const model::DeepseekModel& model, model::LatentCache& 
   return out;
 }
 
+// A speculative decoding step as the engine runs it when every sequence verifies N drafts: each of
+// the `batch` sequences has its last token and N drafts at positions context..context + N, every
+// row sampled, the MTP module drafting the next N. Median ms of `steps` after `warmup`.
+double time_speculative(runtime::StepExecutor& executor, int64_t batch, int64_t context, int drafts, int64_t vocab,
+                        int64_t warmup, int64_t steps) {
+  const int64_t rows = 1 + drafts;
+  const int64_t pages_per_sequence = ceil_div(context + rows + drafts, model::kPageSize);  // + the chain's slots
+  model::BatchBuilder builder;
+  runtime::SpeculativeStep step;
+  std::vector<int32_t> pages(pages_per_sequence), piece(rows);
+  for (int64_t b = 0; b < batch; ++b) {
+    std::iota(pages.begin(), pages.end(), static_cast<int32_t>(b * pages_per_sequence));
+    for (int64_t j = 0; j < rows; ++j) piece[j] = token_id(b * rows + j, vocab);
+    builder.add(piece, static_cast<int32_t>(context), pages, model::LogitRows::kAll);
+    runtime::SpeculativeStep::Sequence& s = step.sequences.emplace_back();
+    s.first_row = static_cast<int32_t>(b * rows);
+    s.drafts.assign(piece.begin() + 1, piece.end());
+    s.room = 1 << 20;
+    step.follow.insert(step.follow.end(), rows, runtime::SpeculativeStep::kFollowsSample);
+  }
+  const model::ForwardBatch forward = builder.build();
+  const backend::SamplingBatch sampling = greedy_rows(batch * rows);
+  std::vector<double> ms;
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    const Clock::time_point start = Clock::now();
+    runtime::SpeculativeResult result = executor.run_speculative(forward, sampling, step);  // waits for the step
+    if (i >= warmup) ms.push_back(seconds_since(start) * 1e3);
+    DSINFER_CHECK(result.drafts.size() == static_cast<size_t>(batch) &&
+                      result.drafts.front().size() == static_cast<size_t>(drafts),
+                  "speculative step at batch ", batch, ": ", result.drafts.size(), " sequences drafted");
+  }
+  return percentile(ms, 0.5);
+}
+
 #ifdef DSINFER_HAS_CUDA
 // Which kernels one decode step's time goes to (the step as time_decode times it), from CUPTI's
 // records; printed, and null when libcupti cannot be loaded.
@@ -397,6 +440,8 @@ int run(int argc, char** argv) {
   flags.add_bool("no-programmatic-gemv", "GPU: launch one-row bf16 products without programmatic dependencies");
   flags.add_bool("enforce-eager", "GPU: no CUDA graphs (by default decode steps replay graphs, and eager steps are "
                  "timed too)");
+  flags.add_int("speculative", "also time the speculative decoding step verifying N drafts a sequence (1 to 3; 0: "
+                "no)", 0);
   flags.add_string("out", "FILE", "result JSON (default bench/results/model_step_<config>_<device>.json)");
   if (!flags.parse(argc - 1, argv + 1)) return 0;
 
@@ -416,6 +461,8 @@ int run(int argc, char** argv) {
   DSINFER_CHECK(context > 0, "--context must be positive");
   DSINFER_CHECK(warmup >= 0 && steps > 0 && prefill_runs > 0, "--warmup must be >= 0, --steps and --prefill-runs > 0");
   DSINFER_CHECK(max_batched_tokens >= 0, "--max-batched-tokens must be >= 0");
+  const int drafts = static_cast<int>(flags.get_int("speculative"));
+  DSINFER_CHECK(drafts >= 0 && drafts <= 3, "--speculative must be 0 to 3 draft tokens, not ", drafts);
   if (flags.get_int("threads") > 0) set_num_threads(static_cast<int>(flags.get_int("threads")));
   const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
 
@@ -558,6 +605,29 @@ int run(int argc, char** argv) {
     decodes.push_back(result);
   }
 
+  // The speculative step, on an executor of its own (its cache and graphs).
+  std::vector<double> speculative_ms;
+  if (drafts > 0) {
+    DSINFER_CHECK(model->num_mtp_modules() > 0, "--speculative needs the config's MTP module (num_nextn_predict_layers)");
+    runtime::ExecutorOptions executor_options;
+    executor_options.cuda_graph_max_batch = graphs ? static_cast<int>(max_batch) : 0;
+    executor_options.speculative.num_tokens = drafts;
+    const int64_t spec_pages = max_batch * ceil_div(context + 1 + 2 * drafts, model::kPageSize);
+    std::unique_ptr<runtime::StepExecutor> executor = runtime::make_model_executor(*model, spec_pages, executor_options);
+    model::LatentCache& spec_cache = *executor->cache_access().cache;
+    for (int64_t layer = 0; layer < spec_cache.num_layers(); ++layer)
+      backend->fill_uniform(spec_cache.layer(layer), 0x5bec0000 + static_cast<uint64_t>(layer), -1.0f, 1.0f);
+    std::printf("\nspeculative decoding, %d draft(s) a sequence: median of %lld steps (verification, sampling, the MTP "
+                "passes, one wait); x decode is the acceptance length at which drafting breaks even\n%6s %14s %9s\n",
+                drafts, static_cast<long long>(steps), "batch", "speculative ms", "x decode");
+    for (size_t i = 0; i < batches.size(); ++i) {
+      speculative_ms.push_back(
+          time_speculative(*executor, batches[i], context, drafts, config.vocab_size, warmup, steps));
+      std::printf("%6lld %14.3f %9.2f\n", static_cast<long long>(batches[i]), speculative_ms.back(),
+                  speculative_ms.back() / decodes[i].median_ms);
+    }
+  }
+
   // Prefill.
   std::optional<double> prefill_seconds;
   size_t prefill_step_count = 0;
@@ -608,6 +678,7 @@ int run(int argc, char** argv) {
   run_config["cache_bytes"] = cache_bytes;
   run_config["cache_dtype"] = std::string(dtype_name(model->cache_dtype()));
   run_config["cuda_graphs"] = graphs != nullptr;
+  if (drafts > 0) run_config["speculative_drafts"] = drafts;
   run_config["timing"] =
       "host steady_clock around one decode step as the engine runs it (the CUDA graph of its bucket replayed when "
       "cuda_graphs, then device-side greedy sampling; B tokens come back), backend.synchronize() before and after; "
@@ -642,6 +713,12 @@ int run(int argc, char** argv) {
     per_batch.push_back(detail);
   }
   anchor["decode_steps"] = per_batch;
+  for (size_t i = 0; i < speculative_ms.size(); ++i) {
+    const std::string b = std::to_string(batches[i]);
+    figures["speculative_ms_b" + b] = speculative_ms[i];
+    // The mean acceptance length at which drafting breaks even with the decode step.
+    figures["speculative_vs_decode_b" + b] = speculative_ms[i] / decodes[i].median_ms;
+  }
   if (prefill_seconds) {
     figures["prefill_tokens_per_s"] = static_cast<double>(prefill.tokens()) / *prefill_seconds;
     figures["prefill_ms"] = *prefill_seconds * 1e3;
