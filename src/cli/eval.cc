@@ -159,6 +159,11 @@ int run_eval(int argc, char** argv) {
       if (std::string drafts = acceptance_summary(engine->metrics()); !drafts.empty())
         std::printf("%s\n", drafts.c_str());
     }
+    const int limit = served->speculative().disable_by_batch_size;
+    if (served->speculative().enabled() && limit > 0 && engine->metrics().spec_decode_drafts.load() == 0)
+      std::fprintf(stderr, "note: no step drafted: more than disable_by_batch_size (%d) problems were live at "
+                   "once; give \"disable_by_batch_size\": 0 (or --speculative-disable-by-batch-size 0) to draft "
+                   "whatever the load\n", limit);
   }
   if (flags.get_bool("json")) std::printf("%s\n", out.dump().c_str());
   return 0;
