@@ -608,12 +608,14 @@ int run(int argc, char** argv) {
   // The speculative step, on an executor of its own (its cache and graphs).
   std::vector<double> speculative_ms;
   if (drafts > 0) {
-    DSINFER_CHECK(model->num_mtp_modules() > 0, "--speculative needs the config's MTP module (num_nextn_predict_layers)");
+    DSINFER_CHECK(model->num_mtp_modules() > 0,
+                  "--speculative needs the config's MTP module (num_nextn_predict_layers)");
     runtime::ExecutorOptions executor_options;
     executor_options.cuda_graph_max_batch = graphs ? static_cast<int>(max_batch) : 0;
     executor_options.speculative.num_tokens = drafts;
     const int64_t spec_pages = max_batch * ceil_div(context + 1 + 2 * drafts, model::kPageSize);
-    std::unique_ptr<runtime::StepExecutor> executor = runtime::make_model_executor(*model, spec_pages, executor_options);
+    std::unique_ptr<runtime::StepExecutor> executor =
+        runtime::make_model_executor(*model, spec_pages, executor_options);
     model::LatentCache& spec_cache = *executor->cache_access().cache;
     for (int64_t layer = 0; layer < spec_cache.num_layers(); ++layer)
       backend->fill_uniform(spec_cache.layer(layer), 0x5bec0000 + static_cast<uint64_t>(layer), -1.0f, 1.0f);

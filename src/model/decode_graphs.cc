@@ -46,7 +46,8 @@ DecodeGraphs::DecodeGraphs(const DeepseekModel& model, LatentCache& cache, const
     (void)model.hidden_states(padded_, cache);  // warm-up: library plans and kernel attributes, outside capture
     capture_main(*graph);
     if (options.mtp_extend) {
-      DSINFER_CHECK(graph->graph->replay(), "decode graphs: a fresh capture does not replay");  // hidden for the warm-up
+      // The module's warm-up reads the hidden states the graph computes.
+      DSINFER_CHECK(graph->graph->replay(), "decode graphs: a fresh capture does not replay");
       (void)model.mtp_block(0, graph->hidden, padded_, cache);
       capture_mtp(*graph);
     }

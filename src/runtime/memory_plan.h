@@ -32,11 +32,11 @@ struct MemoryPlanInputs {
   int speculative_tokens = 0;  // N > 0: decode steps verify N drafts a sequence (1 + N rows each)
 };
 
-// Runs the dry run (a decode step of max_num_seqs sequences, of 1 + speculative_tokens rows each, then a prefill chunk of
-// max_num_batched_tokens at the end of a max_model_len context) on a scratch cache, then plans. With
-// graphs, their pool is counted at the decode step's peak, and one page is kept for the graphs'
-// padding rows (runtime/executor.h). Throws dsinfer::Error
-// when the weights and activations leave no room for a single page.
+// Runs the dry run (a decode step of max_num_seqs sequences of 1 + speculative_tokens rows each, then
+// a prefill chunk of max_num_batched_tokens at the end of a max_model_len context) on a scratch cache,
+// then plans. With graphs, their pool is counted at the decode step's peak, and one page is kept for
+// the graphs' padding rows (runtime/executor.h). Throws dsinfer::Error when the weights and
+// activations leave no room for a single page.
 MemoryPlan plan_memory(const model::DeepseekModel& model, const MemoryPlanInputs& inputs);
 
 }  // namespace dsinfer::runtime
