@@ -144,6 +144,13 @@ TEST(Router, ARepeatedLongPrefixStaysOnOnePrefillUntilItsLoadPassesTheThreshold)
   options.prefix_block_chars = 64;
   options.balance = {.absolute = 2, .relative = 1.5};
   Routed routed(std::move(options));
+  // Routed waits for one healthy P; the choices below assume both are. (A loaded machine once
+  // sent the first requests before the first P's health check had passed: all went to the second.)
+  auto healthy = [&](const FakeWorker& prefill) {
+    return metric(routed.router.metrics_text(),
+                  str_cat("dsinfer_router_worker_healthy{worker=\"", prefill.url(), "\",role=\"prefill\"}")) == 1;
+  };
+  ASSERT_TRUE(wait_for([&] { return healthy(first) && healthy(second); }));
 
   const std::string context(2000, 'c');  // a long shared system prompt
   auto send = [&](const std::string& question) {
