@@ -15,7 +15,8 @@
 #   5. on 2 GPUs or more, the NCCL communicator against the CPU's, and the model sharded over the
 #      GPUs (tensor, DP-attention and expert parallel) against the whole model on GPU 0 (skipped,
 #      and said so, on one GPU; layouts of more ranks than GPUs are left out, and listed).
-# Every step fails loudly without a GPU. Usage: scripts/gpu-test.sh [BUILD_DIR] (default: build);
+# Every step fails loudly without a GPU. Usage: scripts/gpu-test.sh [BUILD_DIR] (default: build;
+# scripts/pack-gpu-tests.sh packs a build's test binaries for a GPU machine that has none);
 # logs go to $GPU_TEST_LOGS (default: BUILD_DIR/gpu-test-logs); $GPU_TEST_STEPS names a subset.
 #
 # On a machine of several GPUs the one-GPU steps run side by side, each on a GPU of its own as one
