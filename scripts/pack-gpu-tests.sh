@@ -26,6 +26,7 @@ declare -A step_binaries=()
 while IFS= read -r line; do
   name=${line#*\"}
   name=${name%%|*}
+  # shellcheck disable=SC2016 # the literal text $build/ that gpu-test.sh's commands start with
   step_binaries[$name]=$(grep -o '\$build/[A-Za-z0-9_/.-]*' <<<"$line" | sed 's|\$build/||' | tr '\n' ' ')
 done < <(grep -E '^  "[a-z0-9-]+\|' scripts/gpu-test.sh)
 step_binaries[nccl]=src/parallel/nccl_communicator_test
@@ -51,7 +52,7 @@ for binary in "${!wanted[@]}"; do
     while read -r lib; do cp -n "$(readlink -f "$lib")" "$stage/lib/$(basename "$lib")"; done
 done
 # UCX loads its transports (CUDA IPC and copy, shared memory) as modules from lib/ucx beside libucs.
-if ucs=$(ls "$stage"/lib/libucs.so* 2>/dev/null | head -1) && [[ -n "$ucs" ]]; then
+if compgen -G "$stage/lib/libucs.so*" >/dev/null; then
   ucs_dir=$(dirname "$(ldd "$build/dsinfer" | awk '/libucs.so/ {print $3}')")
   cp -nP "$ucs_dir"/ucx/libuct_cuda.so* "$ucs_dir"/ucx/libucm_cuda.so* "$ucs_dir"/ucx/libuct_cma.so* \
     "$stage/lib/ucx/" 2>/dev/null || true
