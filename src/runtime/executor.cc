@@ -85,12 +85,10 @@ class ModelExecutor final : public StepExecutor {
   }
 
   std::vector<PromptLogprob> take_scores() override { return std::exchange(collected_scores_, {}); }
-  int64_t graph_steps() const override {
-    return earlier_replays_ + (graphs_ ? graphs_->replays() : 0) + (verify_graphs_ ? verify_graphs_->replays() : 0);
-  }
+  int64_t graph_steps() const override { return earlier_replays_ + replays(); }
   void recapture_graphs() override {
     if (!graphs_) return;
-    earlier_replays_ += graphs_->replays() + (verify_graphs_ ? verify_graphs_->replays() : 0);
+    earlier_replays_ += replays();
     graphs_.reset();  // the old graphs' pool goes back first
     verify_graphs_.reset();
     capture_graphs();
@@ -112,6 +110,10 @@ class ModelExecutor final : public StepExecutor {
   }
 
  private:
+  // Steps the current graphs have run.
+  int64_t replays() const {
+    return (graphs_ ? graphs_->replays() : 0) + (verify_graphs_ ? verify_graphs_->replays() : 0);
+  }
   void capture_graphs() {
     if (graph_options_.max_batch <= 0) return;
     graphs_ = std::make_unique<model::DecodeGraphs>(model_, cache_, graph_options_);

@@ -84,10 +84,6 @@ SpeculativeResult MtpDrafter::draft(const model::ForwardBatch& batch, const Tens
                 " following tokens for a batch of ", T, " tokens");
   std::vector<int32_t> sampling_row(T, -1);
   for (int64_t r = 0; r < rows; ++r) sampling_row[batch.logit_rows[r]] = static_cast<int32_t>(r);
-  auto check_sampled = [&](const backend::SampledTokens& sampled) {
-    DSINFER_CHECK(sampled.tokens.numel() == rows, "speculative step: ", sampled.tokens.numel(),
-                  " sampled rows for a batch of ", rows, " sampling rows");
-  };
 
   // 1. The module over every row of the step, each with the token that follows it, and its logits at
   // every sampling row (a sequence drafts from its last emitted one). Under strict acceptance a row
@@ -99,11 +95,15 @@ SpeculativeResult MtpDrafter::draft(const model::ForwardBatch& batch, const Tens
     return std::find(s.relaxed.begin(), s.relaxed.end(), 1) != s.relaxed.end();
   });
   SpeculativeResult result;
+  auto wait_and_accept = [&] {
+    result.sampled = pending->wait();
+    DSINFER_CHECK(result.sampled.tokens.numel() == rows, "speculative step: ", result.sampled.tokens.numel(),
+                  " sampled rows for a batch of ", rows, " sampling rows");
+    accept(step, result);
+  };
   std::vector<int32_t> emitted;
   if (relaxed) {
-    result.sampled = pending->wait();
-    check_sampled(result.sampled);
-    accept(step, result);
+    wait_and_accept();
     const int32_t* tokens = result.sampled.tokens.data<int32_t>();
     emitted.assign(tokens, tokens + rows);
     for (size_t i = 0; i < step.sequences.size(); ++i)
@@ -127,11 +127,7 @@ SpeculativeResult MtpDrafter::draft(const model::ForwardBatch& batch, const Tens
   model::ForwardResult module =
       replayed ? std::move(*replayed) : model_.forward_mtp_on_device(0, hidden, extend, cache_, samples);
   std::unique_ptr<backend::PendingTokens> module_top1 = queue_top1(module.logits);
-  if (!relaxed) {
-    result.sampled = pending->wait();
-    check_sampled(result.sampled);
-    accept(step, result);
-  }
+  if (!relaxed) wait_and_accept();
   backend::SampledTokens top = module_top1->wait();
   result.drafts.resize(step.sequences.size());
 
