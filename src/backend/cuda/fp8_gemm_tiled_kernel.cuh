@@ -54,9 +54,14 @@
 //     the 64 x 64 boxes (whole 128-byte lines; asynchronous, so the next tile's MMAs start while they
 //     drain; the staging is rewritten only after cp.async.bulk.wait_group.read). Other tiles (f32 y,
 //     a masked group's partial rows) store pairs of columns from the registers.
-//   Measured (H200, 4096 x 4096 x 7168): ~205 us; without the promotion (wrong results, a probe)
-//   ~128 us, so the promotion, not the loads, is what remains; two temporaries (one block's MMAs
-//   under the previous block's promotion) and warpgroups taking turns to issue were both slower.
+//   Measured (H200, 4096 x 4096 x 7168): ~193 us with the descriptors as uniform offsets from a base
+//   (hopper.cuh's descriptor_at; rebuilt per wgmma they put an R2UR and an integer chain between the
+//   MMAs: ~205 us); without the promotion (wrong results, a probe) ~128 us, so the promotion, not the
+//   loads, is what remains. Nsight Compute (at base clocks): the tensor pipe busy 64% of the time,
+//   warps mostly waiting for their wgmmas, 7% of samples waiting for a stage's "full". Measured no
+//   faster: two temporaries (one block's MMAs under the previous block's promotion; with one wave,
+//   64 x 128 masked tiles went 574 -> 654 us), warpgroups taking turns to issue, and pairs of blocks
+//   that share A by TMA multicast (222 us: L2 is not the bound; branch fp8-gemm-multicast).
 // Programmatic launch: with dense rows (no per-group counts) the producer issues the first tile's
 // weight boxes, then griddepcontrol.wait, then everything else; the consumers wait before their
 // first token row count. With per-group counts everything waits first (the tile walk reads them).
@@ -332,14 +337,16 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
   float tmp[C::kAccumulators];
   zero_registers(tmp);
   // Queues 4 x wgmma.m64n{bn}k32 of the stage's A rows `a_row` (this warpgroup's 64) into d.
+  const uint32_t a_base = descriptor_base(a_box(0) + wg * kWgmmaM * kRowBytes);
+  const uint32_t b_base = descriptor_base(b_box(0));
   auto issue = [&](float (&d)[C::kAccumulators], int st, int a_row) {
-    const uint32_t a = a_box(st) + (a_row + wg * kWgmmaM) * kRowBytes;
-    const uint32_t b = b_box(st);
+    const uint32_t stage_bytes = st * C::kStageBytes;
     fence_registers(d);
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < kBlockK / kWgmmaK; ++k)
-      WgmmaFp8<kBn>::run(d, k_major_descriptor(a + k * kWgmmaK), k_major_descriptor(b + k * kWgmmaK), k);
+      WgmmaFp8<kBn>::run(d, descriptor_at(a_base, stage_bytes + a_row * kRowBytes + k * kWgmmaK),
+                         descriptor_at(b_base, stage_bytes + k * kWgmmaK), k);
     wgmma_commit();
     fence_registers(d);
   };

@@ -269,18 +269,18 @@ __global__ void __launch_bounds__(Config<kRows, kBn>::kThreads, 1)
 
   int stage = 0;
   uint32_t phase = 0;
+  const uint32_t a_desc = descriptor_base(w_box(0) + wg * kWgmmaM * kRowBytes), b_desc = descriptor_base(q_box(0));
   for (int i = 0; i < num_kb; ++i) {
     const float weight_scale = w_scales[i];
     mbarrier_wait(full(stage), phase);
     __syncwarp();  // lanes leave the spin loop at different times; wgmma needs the warp converged
 
-    const uint32_t a = w_box(stage) + wg * kWgmmaM * kRowBytes;
-    const uint32_t b = q_box(stage);
     fence_registers(tmp);
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < kBlockK / kWgmmaK; ++k)
-      WgmmaFp8<kBn>::run(tmp, k_major_descriptor(a + k * kWgmmaK), k_major_descriptor(b + k * kWgmmaK), k);
+      WgmmaFp8<kBn>::run(tmp, descriptor_at(a_desc, stage * C::kStageBytes + k * kWgmmaK),
+                         descriptor_at(b_desc, stage * C::kStageBytes + k * kWgmmaK), k);
     wgmma_commit();
     fence_registers(tmp);
     wgmma_wait<0>();

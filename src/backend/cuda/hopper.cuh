@@ -5,8 +5,9 @@
 // - TMA: one 2D/3D box of a CUtensorMap into shared memory, its bytes counted on an mbarrier; a 3D
 //   box out of shared memory (bulk-group stores).
 // - cp.async of 4 bytes whose landing is an mbarrier arrival; setmaxnreg.
-// - wgmma: fence / commit / wait, the shared-memory matrix descriptor (128-byte swizzle), and
-//   register fences that keep the compiler from moving accumulator accesses across issue and wait.
+// - wgmma: fence / commit / wait, the shared-memory matrix descriptor (128-byte swizzle) and its
+//   base-plus-offset form for issue loops, and register fences that keep the compiler from moving
+//   accumulator accesses across issue and wait.
 // Every shared-memory address here is a 32-bit shared-window address (smem_address in mma.cuh).
 #pragma once
 
@@ -177,10 +178,25 @@ __device__ __forceinline__ uint64_t smem_descriptor(uint32_t address, uint32_t l
          static_cast<uint64_t>(stride_bytes >> 4) << 32 | uint64_t{1} << 62;
 }
 
-// A K-major operand in 128-byte-swizzled rows (TMA's SWIZZLE_128B: 128 bytes of K a row, 8-row
-// atoms 1024 B apart): the leading offset is unused with this swizzle (1 by convention), the stride
-// offset is one atom. A step of k elements inside the row advances the start address by their bytes
-// (32 B: a bf16 k16 or an fp8 k32 step).
+// Descriptors in two steps, for loops that issue many wgmmas: descriptor_base is the low word of
+// smem_descriptor(address, leading_bytes, 1024) for a base address, made warp-uniform (read from lane
+// 0: the whole warp calls it), and descriptor_at the descriptor `bytes` past that base: one uniform
+// add a wgmma, which the compiler keeps in uniform registers. Rebuilt from the address per wgmma, a
+// descriptor took a chain of four or five dependent integer instructions (in the tiled FP8 GEMM also
+// an R2UR) between the MMAs. The start address field (bits 0-13: address / 16) holds every
+// shared-memory address (< 256 KB), so adding bytes / 16 never carries into the other fields.
+//   K-major operands in 128-byte-swizzled rows (TMA's SWIZZLE_128B: 128 bytes of K a row, 8-row
+//   atoms 1024 B apart): the leading offset is unused with this swizzle (16, i.e. 1, by convention),
+//   the stride offset one atom; a step of k elements inside the row advances the start address by
+//   their bytes (32 B: a bf16 k16 or an fp8 k32 step). MN-major operands pass their leading offset.
+//   k_major_descriptor builds one from the address (prefill attention's loops, where the base-plus-
+//   offset form measured slower on an H200).
 __device__ __forceinline__ uint64_t k_major_descriptor(uint32_t address) { return smem_descriptor(address, 16, 1024); }
+__device__ __forceinline__ uint32_t descriptor_base(uint32_t address, uint32_t leading_bytes = 16) {
+  return __shfl_sync(0xffffffffu, static_cast<uint32_t>(smem_descriptor(address, leading_bytes, 1024)), 0);
+}
+__device__ __forceinline__ uint64_t descriptor_at(uint32_t base, uint32_t bytes) {
+  return static_cast<uint64_t>(1024u >> 4) << 32 | uint64_t{1} << 62 | (base + (bytes >> 4));
+}
 
 }  // namespace dsinfer::backend::cuda

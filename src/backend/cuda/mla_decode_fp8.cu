@@ -119,6 +119,7 @@ constexpr int kMaxReady = 1, kPReady = 2;
 struct Smem {
   uint32_t base;
   unsigned char* data;
+  uint32_t desc;  // descriptor_base(base): the K-major tiles' descriptors are offsets from it
   __device__ uint32_t q_tile(int t) const { return base + kQOffset + t * kTileBytes; }
   __device__ uint32_t k_tile(int stage, int t) const { return base + kKOffset + stage * kPageBytes + t * kTileBytes; }
   __device__ uint32_t vt() const { return base + kVtOffset; }
@@ -281,8 +282,9 @@ __device__ __forceinline__ void issue_scores(const Smem& sm, int stage, int wg, 
   for (int t = 0; t < kTiles; ++t) {
 #pragma unroll
     for (int kk = 0; kk < (t < kLatentTiles ? kRowBytes / 32 : kRopeSteps); ++kk) {
-      const uint64_t a = k_major_descriptor(sm.q_tile(t) + 32 * kk);
-      const uint64_t b = k_major_descriptor(sm.k_tile(stage, t) + kKeysPerWg * wg * kRowBytes + 32 * kk);
+      const uint64_t a = descriptor_at(sm.desc, kQOffset + t * kTileBytes + 32 * kk);
+      const uint64_t b =
+          descriptor_at(sm.desc, kKOffset + stage * kPageBytes + t * kTileBytes + kKeysPerWg * wg * kRowBytes + 32 * kk);
       WgmmaFp8<kKeysPerWg>::run(s, a, b, (t == 0 && kk == 0) ? 0 : 1);
     }
   }
@@ -290,10 +292,10 @@ __device__ __forceinline__ void issue_scores(const Smem& sm, int stage, int wg, 
 
 // F = P V^T[dims 256 wg + 64 chunk ..] over the page's 64 keys (V^T half `half`).
 __device__ __forceinline__ void issue_pv(const Smem& sm, int half, int wg, int chunk, float (&f)[32]) {
-  const uint32_t vt = sm.vt() + (kDimsPerWg * wg + kChunkDims * chunk) * kRowBytes + kKeys * half;
+  const uint32_t vt = kVtOffset + (kDimsPerWg * wg + kChunkDims * chunk) * kRowBytes + kKeys * half;
 #pragma unroll
   for (int kk = 0; kk < kKeys / 32; ++kk)
-    WgmmaFp8<kChunkDims>::run(f, k_major_descriptor(sm.p() + 32 * kk), k_major_descriptor(vt + 32 * kk), kk);
+    WgmmaFp8<kChunkDims>::run(f, descriptor_at(sm.desc, kPOffset + 32 * kk), descriptor_at(sm.desc, vt + 32 * kk), kk);
 }
 
 // o = o * correction[row half] + f, the fragment's row half h = (i / 2) % 2.
@@ -329,7 +331,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_address = smem_address(smem_raw);
   const uint32_t base = (raw_address + 1023u) & ~1023u;
-  const Smem sm{base, smem_raw + (base - raw_address)};
+  const Smem sm{base, smem_raw + (base - raw_address), descriptor_base(base)};
 
   if (threadIdx.x == 0) {
     mbarrier_init(sm.barrier(0), 1);

@@ -108,7 +108,7 @@ constexpr int kScale0Ready = 1, kScale1Ready = 2, kP0Ready = 3, kP1Ready = 4, kW
 // MN-major V ([keys][64 dims] boxes; N = dims contiguous): leading offset = the next 64 dims (the
 // next box, 8 KB on), stride offset = the next 8 keys (1024 B on). A k16 step (16 keys) advances the
 // start address by 2 KB.
-__device__ __forceinline__ uint64_t v_descriptor(uint32_t address) { return smem_descriptor(address, kTileBytes, 1024); }
+constexpr uint32_t kVLeadingBytes = kTileBytes;
 
 // S[64 x 64] (+)= A[64 x 16] B[16 x 64]^T, both K-major in shared memory. The accumulator fragment:
 // d[4 j + 2 h + e] = S[16 (warp % 4) + g + 8 h][8 j + 2 c + e] (g = lane / 4, c = lane % 4).
@@ -265,6 +265,7 @@ __device__ __forceinline__ void load_tiles(const Smem& sm, const CUtensorMap* ca
 template <int kFirst, int kLast, bool kWaitQ = false>
 __device__ __forceinline__ void issue_scores(const Smem& sm, int b, uint32_t parity, float (&s)[32], bool zero) {
   const uint32_t k = sm.k_buffer(b);
+  const uint32_t desc = descriptor_base(sm.base);
 #pragma unroll
   for (int t = kFirst; t < kLast; ++t) {
     if (kWaitQ) mbarrier_wait(sm.q_barrier(t), 0);
@@ -273,8 +274,8 @@ __device__ __forceinline__ void issue_scores(const Smem& sm, int b, uint32_t par
     wgmma_fence();  // after the wait's branches, or ptxas injects its own and serialises (C7519/C7520)
 #pragma unroll
     for (int kk = 0; kk < kSwizzleDims / 16; ++kk) {
-      const uint64_t a = k_major_descriptor(sm.tile(sm.base + kQOffset, t) + 32 * kk);
-      const uint64_t bd = k_major_descriptor(sm.tile(k, t) + 32 * kk);
+      const uint64_t a = descriptor_at(desc, kQOffset + t * kTileBytes + 32 * kk);
+      const uint64_t bd = descriptor_at(desc, k - sm.base + t * kTileBytes + 32 * kk);
       wgmma_m64n64k16(s, a, bd, (zero && t == kFirst && kk == 0) ? 0 : 1);
     }
   }
@@ -365,17 +366,19 @@ __device__ __forceinline__ void zero_v_rows(const Smem& sm, uint32_t buffer, int
 }
 
 // O (+)= P V over this warpgroup's 4 V tiles starting at `v_tile` of buffer `buffer`: P from registers.
-__device__ __forceinline__ void issue_pv_registers(float (&o)[128], const uint32_t (&a)[kKeys / 16][4],
+__device__ __forceinline__ void issue_pv_registers(const Smem& sm, float (&o)[128], const uint32_t (&a)[kKeys / 16][4],
                                                    uint32_t v_tile) {
+  const uint32_t desc = descriptor_base(sm.base, kVLeadingBytes);
 #pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) wgmma_m64n256k16_rs(o, a[kk], v_descriptor(v_tile + 16 * kk * kRowBytes));
+  for (int kk = 0; kk < kKeys / 16; ++kk) wgmma_m64n256k16_rs(o, a[kk], descriptor_at(desc, v_tile - sm.base + 16 * kk * kRowBytes));
 }
 
 // The same with P from shared memory (K-major [64 heads][64 keys] at p_tile).
-__device__ __forceinline__ void issue_pv_shared(float (&o)[128], uint32_t p_tile, uint32_t v_tile) {
+__device__ __forceinline__ void issue_pv_shared(const Smem& sm, float (&o)[128], uint32_t p_tile, uint32_t v_tile) {
+  const uint32_t p_desc = descriptor_base(p_tile), v_desc = descriptor_base(v_tile, kVLeadingBytes);
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk)
-    wgmma_m64n256k16_ss(o, k_major_descriptor(p_tile + 32 * kk), v_descriptor(v_tile + 16 * kk * kRowBytes));
+    wgmma_m64n256k16_ss(o, descriptor_at(p_desc, 32 * kk), descriptor_at(v_desc, 16 * kk * kRowBytes));
 }
 
 __device__ __forceinline__ void rescale(float (&o)[128], const float (&factor)[2]) {
@@ -508,7 +511,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // OL = OL * scale0 + P0 V0L.
       fence_registers(o);
       wgmma_fence();
-      issue_pv_registers(o, pa, sm.tile(k0, 0));
+      issue_pv_registers(sm, o, pa, sm.tile(k0, 0));
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(o);
@@ -532,7 +535,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (valid_keys(page1) < kKeys) zero_v_rows(sm, k1, 0, valid_keys(page1), wg);
         fence_registers(o);
         wgmma_fence();
-        issue_pv_shared(o, p1_tile, sm.tile(k1, 0));
+        issue_pv_shared(sm, o, p1_tile, sm.tile(k1, 0));
         wgmma_commit();
       }
       if (next0) {  // S of the next even page; its tiles 0-3 were requested above
@@ -592,7 +595,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (valid_keys(page1) < kKeys) zero_v_rows(sm, k1, kVTilesPerWg, valid_keys(page1), wg);
         fence_registers(o);
         wgmma_fence();
-        issue_pv_registers(o, pa, sm.tile(k1, kVTilesPerWg));
+        issue_pv_registers(sm, o, pa, sm.tile(k1, kVTilesPerWg));
         wgmma_commit();
       }
       // OR += P0 V0R.
@@ -600,7 +603,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (valid_keys(page0) < kKeys) zero_v_rows(sm, k0, kVTilesPerWg, valid_keys(page0), wg);
       fence_registers(o);
       wgmma_fence();
-      issue_pv_shared(o, p0_tile, sm.tile(k0, kVTilesPerWg));
+      issue_pv_shared(sm, o, p0_tile, sm.tile(k0, kVTilesPerWg));
       wgmma_commit();
       if (has1) named_barrier_arrive(kP1Ready, kThreads);  // after both P V are queued: WG 0's P1 V1L follows them
       wgmma_wait<1>();  // P1 V1R is done (when issued): V1R is free
