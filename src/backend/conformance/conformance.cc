@@ -2536,10 +2536,14 @@ ConformanceReport run_cases(Backend& candidate, Backend& reference, const std::v
                             const ConformanceOptions& options, std::ostream& log) {
   ConformanceReport report;
   report.candidate = candidate.name();
+  DSINFER_CHECK(options.shards >= 1 && options.shard >= 0 && options.shard < options.shards, "conformance: shard ",
+                options.shard, " of ", options.shards, " is not one of them");
   print_header(log, options.perf);
+  int selected = 0;  // cases the filters left so far
   for (const Case& c : cases) {
     if (!options.ops.empty() && std::find(options.ops.begin(), options.ops.end(), c.op) == options.ops.end()) continue;
     if (c.name.find(options.name_contains) == std::string::npos) continue;
+    if (selected++ % options.shards != options.shard) continue;
     CaseResult result{c.op, c.name, {}, "", -1.0};
     const char* stage = "building inputs";
     auto since = std::chrono::steady_clock::now();

@@ -134,6 +134,10 @@ struct ConformanceOptions {
   int perf_runs = 10;            // timed runs per case in perf mode (at least 10 are made)
   std::vector<std::string> ops;  // run only the cases of these ops; empty: every op
   std::string name_contains;     // run only the cases whose name contains this
+  // Of the cases the filters above leave, run only those whose index i has i % shards == shard, so
+  // that `shards` runs (shard 0 .. shards - 1) split a long tier between them.
+  int shard = 0;
+  int shards = 1;
 };
 
 // Runs every case of the tier on `candidate` and the CPU reference, printing one table row per check

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/error.h"
 #include "core/source_path.h"
 
 namespace dsinfer::backend::conformance {
@@ -512,6 +513,30 @@ TEST(Conformance, TheCpuBackendPassesEveryCaseAgainstItself) {
   ConformanceReport report = run_conformance(*cpu, Tier::kSmall, std::cout);
   EXPECT_TRUE(report.passed());
   EXPECT_GT(report.cases.size(), 50u);
+}
+
+TEST(Conformance, ShardsSplitTheFilteredCasesBetweenThemWithoutOverlap) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  ConformanceOptions options;
+  options.ops = {"rms_norm", "add_inplace", "silu_mul"};
+  std::ostringstream log;
+  std::vector<std::string> whole;
+  for (const CaseResult& c : run_conformance(*cpu, options, log).cases) whole.push_back(c.op + "/" + c.name);
+  ASSERT_GE(whole.size(), 6u);
+  options.shards = 3;
+  std::vector<std::string> joined;
+  for (options.shard = 0; options.shard < 3; ++options.shard) {
+    const ConformanceReport part = run_conformance(*cpu, options, log);
+    EXPECT_TRUE(part.passed());
+    EXPECT_GE(part.cases.size(), whole.size() / 3);
+    EXPECT_LE(part.cases.size(), whole.size() / 3 + 1);
+    for (const CaseResult& c : part.cases) joined.push_back(c.op + "/" + c.name);
+  }
+  std::sort(whole.begin(), whole.end());
+  std::sort(joined.begin(), joined.end());
+  EXPECT_EQ(joined, whole);  // every case once
+  options.shard = 3;
+  EXPECT_THROW(run_conformance(*cpu, options, log), Error);
 }
 
 TEST(Conformance, ABackendStoringActivationsInBf16PassesEveryCaseWithinTheBounds) {

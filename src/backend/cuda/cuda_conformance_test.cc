@@ -25,6 +25,7 @@
 #include "backend/cuda/norm.h"
 #include "backend/cuda/rope_cache.h"
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace dsinfer::backend::cuda {
 namespace {
@@ -32,7 +33,8 @@ namespace {
 // The perf column of the report when DSINFER_CONFORMANCE_PERF is set; only the cases of some ops
 // when DSINFER_CONFORMANCE_OPS lists them (comma-separated, e.g. "linear,grouped_linear"), and only
 // those whose name contains DSINFER_CONFORMANCE_CASES (e.g. "AWQ"), for a quick run while a kernel
-// is worked on. scripts/gpu-test.sh sets none.
+// is worked on. DSINFER_CONFORMANCE_SHARD=i/n runs shard i of n of the cases: scripts/gpu-test.sh
+// splits the real-shape tier, whose CPU reference takes minutes, into two steps with it.
 conformance::ConformanceOptions options_from_environment(conformance::Tier tier) {
   conformance::ConformanceOptions options;
   options.tier = tier;
@@ -43,6 +45,12 @@ conformance::ConformanceOptions options_from_environment(conformance::Tier tier)
       if (!op.empty()) options.ops.push_back(op);
   }
   if (const char* cases = std::getenv("DSINFER_CONFORMANCE_CASES")) options.name_contains = cases;
+  if (const char* shard = std::getenv("DSINFER_CONFORMANCE_SHARD")) {
+    char slash = 0;
+    std::istringstream in(shard);
+    if (!(in >> options.shard >> slash >> options.shards) || slash != '/')
+      throw Error(str_cat("DSINFER_CONFORMANCE_SHARD=", shard, ": want i/n, e.g. 0/2"));
+  }
   return options;
 }
 
