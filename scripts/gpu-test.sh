@@ -21,7 +21,7 @@
 #
 # On a machine of several GPUs the one-GPU steps run side by side, each on a GPU of its own as one
 # comes free (the longest first), while the steps that take every GPU (nccl, sharded) run beside
-# them: the real-shape conformance takes minutes (two steps, a half each), mostly the CPU's
+# them: the real-shape conformance takes minutes (four steps, a quarter each), mostly the CPU's
 # reference. The GPUs used are those CUDA_VISIBLE_DEVICES lists, or all; GPU_TEST_PARALLEL=0 runs
 # the steps one after another.
 set -uo pipefail
@@ -59,10 +59,12 @@ run_step() {  # run_step NAME COMMAND...: runs it, keeps its log, leaves PASS or
 # The one-GPU steps, longest first: NAME then its command, one step a line.
 exact="*SixtyFourConcurrentStreamsEachMatchTheRequestRunAlone*:*PreemptionInATinyPoolStillGivesTheSameOutputs*"
 one_gpu_steps=(
-  # The real-shape tier in two halves (every other case each): its CPU reference takes minutes, and
-  # each half fits one call of a lent GPU machine.
-  "conformance-1|env DSINFER_CONFORMANCE_SHARD=0/2 $build/src/backend/cuda/cuda_conformance_test --gtest_filter=*RealDeepSeekShapes*"
-  "conformance-2|env DSINFER_CONFORMANCE_SHARD=1/2 $build/src/backend/cuda/cuda_conformance_test --gtest_filter=*RealDeepSeekShapes*"
+  # The real-shape tier in four quarters (every fourth case each): its CPU reference takes minutes
+  # (half of it ran past 230 s on an H200 machine), and a quarter fits one call of a lent GPU machine.
+  "conformance-1|env DSINFER_CONFORMANCE_SHARD=0/4 $build/src/backend/cuda/cuda_conformance_test --gtest_filter=*RealDeepSeekShapes*"
+  "conformance-2|env DSINFER_CONFORMANCE_SHARD=1/4 $build/src/backend/cuda/cuda_conformance_test --gtest_filter=*RealDeepSeekShapes*"
+  "conformance-3|env DSINFER_CONFORMANCE_SHARD=2/4 $build/src/backend/cuda/cuda_conformance_test --gtest_filter=*RealDeepSeekShapes*"
+  "conformance-4|env DSINFER_CONFORMANCE_SHARD=3/4 $build/src/backend/cuda/cuda_conformance_test --gtest_filter=*RealDeepSeekShapes*"
   # Every tiling of our FP8 wgmma GEMMs (swap-AB and tiled) against the fallback GEMM, M 1 to 4096.
   "fp8-kernels|$build/src/backend/cuda/fp8_gemm_wgmma_check --no-bench"
   # The FP8 KV cache's MLA decode (FP8 wgmma for Q K^T and P V) against an f64 reference at 1K, 8K,

@@ -2586,6 +2586,12 @@ ConformanceReport run_cases(Backend& candidate, Backend& reference, const std::v
       if (result.error.empty()) result.error = str_cat("release_cached_memory: ", e.what());
     }
     print_case(log, result, options.perf);
+    // Slow cases are named as they finish too, so that a run stopped before its summary still says
+    // where its time went.
+    if (const double seconds = result.build_seconds + result.reference_seconds + result.candidate_seconds;
+        seconds > 5.0)
+      log << "  (" << result.op << " " << result.name << " took " << static_cast<int>(seconds) << " s: reference "
+          << static_cast<int>(result.reference_seconds) << " s)\n" << std::flush;
     report.cases.push_back(std::move(result));
   }
   print_summary(report, log);

@@ -34,7 +34,7 @@ namespace {
 // when DSINFER_CONFORMANCE_OPS lists them (comma-separated, e.g. "linear,grouped_linear"), and only
 // those whose name contains DSINFER_CONFORMANCE_CASES (e.g. "AWQ"), for a quick run while a kernel
 // is worked on. DSINFER_CONFORMANCE_SHARD=i/n runs shard i of n of the cases: scripts/gpu-test.sh
-// splits the real-shape tier, whose CPU reference takes minutes, into two steps with it.
+// splits the real-shape tier, whose CPU reference takes minutes, into four steps with it.
 conformance::ConformanceOptions options_from_environment(conformance::Tier tier) {
   conformance::ConformanceOptions options;
   options.tier = tier;
