@@ -221,11 +221,13 @@ PreparedStep Engine::Impl::prepare(bool drafting_now) {
     follow = std::move(in_batch_order);
   }
   prepared.work = std::move(reserved.work);
-  if (!layerwise.empty()) {
-    // Op by op, so that every layer reports itself (a graph would not).
-    prepared.batch.eager = true;
+  if (handoff) {
+    // Op by op where layers go as they are written, so that every layer reports itself (a graph
+    // would not); every step that runs its ops as they come moves the transfers along between layers.
+    if (!layerwise.empty()) prepared.batch.eager = true;
     prepared.batch.after_layer = [driver = handoff.get(), senders = std::move(layerwise)](int64_t layer) {
-      driver->layer_written(senders, layer);
+      if (!senders.empty()) driver->layer_written(senders, layer);
+      driver->progress_transport();
     };
   }
   return prepared;

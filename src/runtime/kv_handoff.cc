@@ -457,6 +457,10 @@ void KvHandoffDriver::request_ended(RequestId id) {
   }
 }
 
+void KvHandoffDriver::progress_transport() {
+  if (busy()) agent_->progress();
+}
+
 std::vector<HandoffEvent> KvHandoffDriver::progress() {
   std::vector<HandoffEvent> events;
   const Clock::time_point now = Clock::now();

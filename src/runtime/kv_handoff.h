@@ -92,6 +92,11 @@ class KvHandoffDriver {
 
   // Progresses the agent: the mailbox, in-flight transfers, notes, deadlines.
   std::vector<HandoffEvent> progress();
+  // Progresses the agent's transport alone, reporting nothing (the next progress() does): between the
+  // layers of a step, so that pushes and receives keep moving through a long prefill (over TCP they
+  // move only while the agent progresses; a surviving prefill instance that took every prompt starved
+  // its pushes past their timeout between steps of seconds on a CPU).
+  void progress_transport();
   // Transfers or rooms are pending: the engine polls (progress) instead of sleeping.
   bool busy() const { return !sends_.empty() || !receives_.empty(); }
   // P: pushes that landed, and of them those sent layer by layer.

@@ -92,6 +92,9 @@ class ControlledTransfer final : public transfer::KvTransfer {
     if (control_->deaf) notes.clear();
     return notes;
   }
+  void progress() override {
+    if (!control_->stalled) inner_->progress();
+  }
 
  private:
   std::unique_ptr<transfer::KvTransfer> inner_;

@@ -7,7 +7,7 @@
 // batch has landed. Disaggregation pushes: the decode instance allocates the pages and describes
 // them, the prefill instance writes them and names the request in the note.
 //
-// An agent is driven by one thread: it makes progress inside poll() and take_notes(). A transfer
+// An agent is driven by one thread: it makes progress inside poll(), take_notes() and progress(). A transfer
 // reports kDone or kFailed only when nothing of it is still reading the source memory, so the
 // caller may free its pages then, exactly once, whichever way it ended.
 #pragma once
@@ -79,6 +79,10 @@ class KvTransfer {
   // Progresses the agent; the notes of the transfers into its memory that have landed since the last
   // call, in the order they landed.
   virtual std::vector<Blob> take_notes() = 0;
+  // Progresses the agent and reports nothing (poll and take_notes report what it moved): for the
+  // driving thread between its polls when it is busy for long, since some transports (TCP) move
+  // data, in either direction, only while the agents progress.
+  virtual void progress() = 0;
 
   static constexpr size_t kMaxNoteBytes = 4096;
 };

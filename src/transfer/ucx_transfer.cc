@@ -204,6 +204,11 @@ class UcxTransfer final : public KvTransfer {
     transfers_.erase(id);
   }
 
+  void progress() override {
+    while (ucp_worker_progress(worker_) != 0) {
+    }
+  }
+
   std::vector<Blob> take_notes() override {
     progress();
     std::vector<Blob> notes(std::make_move_iterator(notes_.begin()), std::make_move_iterator(notes_.end()));
@@ -267,11 +272,6 @@ class UcxTransfer final : public KvTransfer {
     const auto it = transfers_.find(id);
     DSINFER_CHECK(it != transfers_.end(), "KV transfer: no transfer ", id);
     return it->second;
-  }
-
-  void progress() {
-    while (ucp_worker_progress(worker_) != 0) {
-    }
   }
 
   static void fail(Transfer& transfer, const std::string& why) {

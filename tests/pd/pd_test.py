@@ -400,8 +400,8 @@ def scenario_layerwise(args):
         cluster.stop()
 
 
-def fault_instances(cluster, prefills, decodes, timeout_s=FAULT_TIMEOUT_S):
-    timeout = ["--disaggregation-bootstrap-timeout", str(timeout_s)]
+def fault_instances(cluster, prefills, decodes):
+    timeout = ["--disaggregation-bootstrap-timeout", str(FAULT_TIMEOUT_S)]
     ps = cluster.start(*[cluster.serve(f"prefill{k}", "prefill", timeout) for k in range(prefills)])
     ds = cluster.start(*[cluster.serve(f"decode{k}", "decode", timeout) for k in range(decodes)])
     return list(ps), list(ds)
@@ -490,13 +490,9 @@ def check_survivors(outputs, want, what, gpu=False):
 def kill_one(args, role, bodies):
     """kill -9 of one of two `role` instances while `bodies` run through the router."""
     cluster = Cluster(args, f"kill_{role}")
-    # With one prefill instance dead the other takes every prompt, and on the CPU its pushes over TCP
-    # make progress only between its steps: their timeout (half the bootstrap timeout) needs room.
-    timeout_s = 3 * FAULT_TIMEOUT_S if role == "prefill" else FAULT_TIMEOUT_S
     try:
         _, want = reference_outputs(cluster, bodies)
-        prefills, decodes = fault_instances(cluster, 2 if role == "prefill" else 1, 2 if role == "decode" else 1,
-                                            timeout_s)
+        prefills, decodes = fault_instances(cluster, 2 if role == "prefill" else 1, 2 if role == "decode" else 1)
         router = cluster.start(cluster.router("router", prefills, decodes))[0]
         victim = (prefills if role == "prefill" else decodes)[0]
         outputs = run_with_fault(router, bodies, victim.kill, victim=victim)
@@ -504,8 +500,13 @@ def kill_one(args, role, bodies):
         # nothing yet (a whole answer, or a stream before its first token).
         completed = check_survivors(outputs, want, f"{role} instance killed", args.gpu)
         print(f"  kill_{role}: {completed} of {len(bodies)} completed", flush=True)
+        if role == "prefill":
+            # The survivor takes every prompt; its pushes keep moving through its long steps (the
+            # handoff progresses the transport between layers), so the retried requests complete
+            # too. Where pushes moved only between steps, 9 of 24 completed on a loaded CPU.
+            check(completed >= len(bodies) // 2, f"kill_prefill: only {completed} of {len(bodies)} completed")
         wait_unhealthy(router, victim)
-        wait_no_pages_held([p for p in prefills + decodes if p is not victim], 3 * timeout_s)
+        wait_no_pages_held([p for p in prefills + decodes if p is not victim], 3 * FAULT_TIMEOUT_S)
         # The router stops sending to the dead instance: the next batch completes in full.
         expect_equal(run_batch(router.base_url, bodies[:8]), want[:8], f"after the {role} instance died", args.gpu)
     finally:
