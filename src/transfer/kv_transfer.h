@@ -7,9 +7,9 @@
 // batch has landed. Disaggregation pushes: the decode instance allocates the pages and describes
 // them, the prefill instance writes them and names the request in the note.
 //
-// An agent is driven by one thread: it makes progress inside poll(), take_notes() and progress(). A transfer
-// reports kDone or kFailed only when nothing of it is still reading the source memory, so the
-// caller may free its pages then, exactly once, whichever way it ended.
+// An agent is driven by one thread: it makes progress inside poll(), take_notes() and progress(). A
+// transfer reports kDone or kFailed only when nothing of it is still reading the source memory, so
+// the caller may free its pages then, exactly once, whichever way it ended.
 #pragma once
 
 #include <cstdint>

@@ -75,6 +75,29 @@ TEST(UcxTransfer, WritesScatteredPagesThenTheNoteArrives) {
   EXPECT_THROW(pair.prefill->poll(transfer), Error);  // released
 }
 
+TEST(UcxTransfer, ProgressAloneCarriesThePagesInAndKeepsTheNoteForTakeNotes) {
+  Pair pair;
+  const std::vector<Write> writes = {page(0, 3), page(1, 4), page(9, 40)};
+  const uint64_t transfer = pair.prefill->post(pair.source_region, pair.remote_pool, writes, "pushed by progress");
+  std::vector<uint8_t> expected(pair.pool.size(), kUntouched);
+  for (const Write& w : writes)
+    std::copy_n(pair.source.begin() + static_cast<int64_t>(w.local_offset), w.bytes,
+                expected.begin() + static_cast<int64_t>(w.remote_offset));
+  // Only progress(), as an engine between the layers of a long step: no poll, no take_notes.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (pair.pool != expected && std::chrono::steady_clock::now() < deadline) {
+    pair.prefill->progress();
+    pair.decode->progress();
+  }
+  EXPECT_TRUE(pair.pool == expected) << "progress() alone did not carry the pages in within 20 s";
+  // The note that progress() received waits for take_notes; the push reports done to its poll.
+  std::vector<Blob> notes;
+  ASSERT_EQ(settle(*pair.prefill, *pair.decode, {transfer}, 1, notes)[0], TransferState::kDone)
+      << pair.prefill->error(transfer);
+  EXPECT_EQ(notes, std::vector<Blob>{"pushed by progress"});
+  pair.prefill->release(transfer);
+}
+
 TEST(UcxTransfer, NotesArriveInOrderForManyTransfers) {
   Pair pair;
   std::vector<uint64_t> transfers;
