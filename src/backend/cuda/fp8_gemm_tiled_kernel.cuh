@@ -336,9 +336,9 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
   float acc[kWaves][C::kAccumulators];
   float tmp[C::kAccumulators];
   zero_registers(tmp);
-  // Queues 4 x wgmma.m64n{bn}k32 of the stage's A rows `a_row` (this warpgroup's 64) into d.
   const uint32_t a_base = descriptor_base(a_box(0) + wg * kWgmmaM * kRowBytes);
   const uint32_t b_base = descriptor_base(b_box(0));
+  // Queues 4 x wgmma.m64n{bn}k32 of the stage's A rows `a_row` (this warpgroup's 64) into d.
   auto issue = [&](float (&d)[C::kAccumulators], int st, int a_row) {
     const uint32_t stage_bytes = st * C::kStageBytes;
     fence_registers(d);
