@@ -283,8 +283,8 @@ __device__ __forceinline__ void issue_scores(const Smem& sm, int stage, int wg, 
 #pragma unroll
     for (int kk = 0; kk < (t < kLatentTiles ? kRowBytes / 32 : kRopeSteps); ++kk) {
       const uint64_t a = descriptor_at(sm.desc, kQOffset + t * kTileBytes + 32 * kk);
-      const uint64_t b =
-          descriptor_at(sm.desc, kKOffset + stage * kPageBytes + t * kTileBytes + kKeysPerWg * wg * kRowBytes + 32 * kk);
+      const uint64_t b = descriptor_at(
+          sm.desc, kKOffset + stage * kPageBytes + t * kTileBytes + kKeysPerWg * wg * kRowBytes + 32 * kk);
       WgmmaFp8<kKeysPerWg>::run(s, a, b, (t == 0 && kk == 0) ? 0 : 1);
     }
   }
