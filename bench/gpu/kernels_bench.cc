@@ -378,8 +378,8 @@ void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h2
     // Every tile shape of the tiled kernel on the same rows, for the chooser: the counts are on the
     // device, so the chooser sees only group_rows.
     std::printf("  %10s tile shapes:", "");
-    for (const auto& [bm, bn] : {std::pair{256, 128}, std::pair{128, 128}, std::pair{128, 64}, std::pair{64, 128},
-                                std::pair{64, 64}}) {
+    for (const auto& [bm, bn] : {std::pair{256, 128}, std::pair{128, 192}, std::pair{128, 128}, std::pair{128, 64},
+                                std::pair{64, 192}, std::pair{64, 128}, std::pair{64, 64}}) {
       const backend::cuda::Fp8TiledConfig shape{bm, bn, 0, 0};
       const double shape_us = timer.median_us([&] { backend::cuda::fp8_tiled_gemm(g, shape, stream); });
       figures[str_cat(key, "_bm", bm, "_bn", bn, "_us")] = shape_us;

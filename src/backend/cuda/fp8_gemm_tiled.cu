@@ -40,8 +40,8 @@ constexpr Built built() {
           C::kScaleSlotBytes, C::kStagingBytes};
 }
 
-constexpr Built kBuilt[] = {built<1, 1, 64>(), built<1, 1, 128>(), built<2, 1, 64>(), built<2, 1, 128>(),
-                            built<2, 2, 128>()};
+constexpr Built kBuilt[] = {built<1, 1, 64>(), built<1, 1, 128>(), built<1, 1, 192>(), built<2, 1, 64>(),
+                            built<2, 1, 128>(),  built<2, 1, 192>(), built<2, 2, 128>()};
 
 const Built* find_built(int bm, int bn) {
   for (const Built& b : kBuilt)
@@ -60,7 +60,8 @@ CUtensorMap make_map(const void* data, uint64_t rows, uint64_t k, uint32_t box_r
 }  // namespace
 
 std::string Fp8TiledConfig::describe() const {
-  return str_cat("tiled bm ", bm, " bn ", bn, " stages ", stages, " blocks ", blocks);
+  return str_cat("tiled bm ", bm, " bn ", bn, " stages ", stages, " blocks ", blocks,
+                 tma_scales ? "" : " cp.async scales");
 }
 
 bool fp8_tiled_config_valid(const Fp8TiledConfig& config) {
@@ -101,7 +102,7 @@ TiledEstimate tiled_estimate(int bm, int bn, int64_t max_m, int64_t n, int64_t k
   return {std::max(hbm, rounds * ((k / kBlockK) * std::max(mma, load) + kTileFixedNs)), tiles};
 }
 
-constexpr int kTiledShapes[][2] = {{256, 128}, {128, 128}, {128, 64}, {64, 128}, {64, 64}};  // (bm, bn)
+constexpr int kTiledShapes[][2] = {{256, 128}, {128, 192}, {128, 128}, {128, 64}, {64, 128}, {64, 64}};  // (bm, bn)
 }  // namespace
 
 Fp8TiledConfig choose_fp8_tiled_config(int64_t max_m, int64_t n, int64_t k, int64_t groups, int sm_count) {
@@ -118,7 +119,7 @@ Fp8TiledConfig choose_fp8_tiled_config(int64_t max_m, int64_t n, int64_t k, int6
 
 Fp8TiledConfig choose_fp8_tiled_config_for_counts(int64_t group_rows, int64_t n, int64_t k, int64_t groups,
                                                   int sm_count) {
-  return Fp8TiledConfig{64, 128, 0, 0};
+  return group_rows <= 64 ? Fp8TiledConfig{64, 128, 0, 0} : Fp8TiledConfig{128, 192, 0, 0};
 }
 
 bool fp8_tiled_preferred(int64_t max_m, int64_t n, int64_t k, int64_t groups, int sm_count) {
@@ -159,6 +160,8 @@ void fp8_tiled_gemm(const Fp8WgmmaGemm& g, const Fp8TiledConfig& config, cudaStr
   p.y_f32 = g.y_dtype == DType::kF32;
   // TMA stores need a 16-byte aligned y with 16-byte row and group strides.
   p.tma_store = !p.y_f32 && aligned(g.y, 16) && p.y_row_stride % 8 == 0 && p.y_group_stride % 8 == 0;
+  // The token scales by TMA need a 16-byte aligned x_scale with rows of a multiple of 16 bytes.
+  p.tma_scales = config.tma_scales && aligned(g.x_scale, 16) && g.scale_stride % 4 == 0;
   // With per-group counts the grid still covers up to group_rows' tiles (the counts are on the
   // device); blocks past the tiles with rows exit at once.
   const KernelFunction kernel = g.rows_per_group == nullptr ? b.kernel : by_row_counts_kernel(b.bm, b.bn);
@@ -176,11 +179,17 @@ void fp8_tiled_gemm(const Fp8WgmmaGemm& g, const Fp8TiledConfig& config, cudaStr
                                           static_cast<uint64_t>(p.y_group_stride) * 2},
                                          {64, 64, 1}, "the bf16 output")
                   : q_map;  // unused
+  // x_scale as [k_blocks][q_rows] f32 (the row stride scale_stride), read bm rows of a K block a box.
+  const CUtensorMap scale_map =
+      p.tma_scales ? make_plain_2d_map(g.x_scale, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, static_cast<uint64_t>(g.q_rows),
+                                       static_cast<uint64_t>(p.k_blocks), static_cast<uint64_t>(g.scale_stride) * 4,
+                                       static_cast<uint32_t>(config.bm), 1, "the FP8 activations' scales")
+                   : q_map;  // unused
   const int smem = smem_bytes(b.stage_bytes, b.scale_slot_bytes, b.staging_bytes, stages);
   // A function attribute, not a stream operation: legal (and cheap) during graph capture.
   DSINFER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   ProgrammaticLaunch launch(dim3(static_cast<unsigned>(blocks)), dim3(b.threads), smem, stream, g.programmatic);
-  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, kernel, q_map, w_map, y_map, p));
+  DSINFER_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, kernel, q_map, w_map, y_map, scale_map, p));
   DSINFER_CUDA_CHECK_LAUNCH();
 }
 

@@ -23,14 +23,18 @@ namespace dsinfer::backend::cuda {
 
 // How a product is cut up (fp8_gemm_tiled_kernel.cuh):
 //   bm      token rows per tile: 64 (one consumer warpgroup), 128 (two) or 256 (two, two waves each)
-//   bn      weight rows per tile: 64 or 128 (wgmma's N; a tile never straddles a 128-row scale block)
+//   bn      weight rows per tile: 64, 128 (never straddling a 128-row scale block) or 192 (two
+//           scale blocks' rows; not with bm 256)
 //   stages  depth of the TMA ring, one 128-wide K block a stage; 0: as deep as shared memory allows
 //   blocks  persistent blocks; 0: one an SM (never more than the tiles)
+//   tma_scales  the token scales of a stage by one TMA box where x_scale is 16-byte aligned with a
+//           scale_stride a multiple of 4 (else, and when false, by the producer warp's cp.async)
 struct Fp8TiledConfig {
   int bm = 128;
   int bn = 128;
   int stages = 0;
   int blocks = 0;
+  bool tma_scales = true;
   std::string describe() const;
 };
 
@@ -43,10 +47,11 @@ bool fp8_tiled_supported(const Fp8WgmmaGemm& g);
 Fp8TiledConfig choose_fp8_tiled_config(int64_t max_m, int64_t n, int64_t k, int64_t groups, int sm_count);
 
 // The configuration for groups with per-group row counts (the masked MoE layout), whose counts are
-// on the device: only the tiles with rows are walked, so short tiles waste least. Measured on an
-// H200 (kernels_bench's masked cases, 32 groups, expected rows 20 and 192 of (4096, 7168) and (7168,
-// 2048)): 64 x 128 was fastest in all four, e.g. 546 us against 566 (128 x 128) and 619 (256 x 128)
-// at 192 rows of (4096, 7168).
+// on the device: only the tiles with rows are walked. Groups of up to 64 rows take 64 x 128 tiles,
+// larger ones 128 x 192. Measured on an H200 (kernels_bench's masked cases, 32 groups, expected
+// rows 20 (groups of 64) and 192 (of 320) of (4096, 7168) / (7168, 2048), us): at 20 rows 64 x 128
+// 241 / 129 against 251 / 132 (64 x 192) and 267 / 139 (128 x 192); at 192 rows 128 x 192
+// 444 / 247 against 450 / 263 (256 x 128), 506 / 258 (128 x 128) and 633 / 299 (64 x 128).
 Fp8TiledConfig choose_fp8_tiled_config_for_counts(int64_t group_rows, int64_t n, int64_t k, int64_t groups, int sm_count);
 
 // Whether this kernel, rather than fp8_gemm_wgmma.h's swap-AB one, should take the product: more than

@@ -17,8 +17,9 @@ constexpr Instantiated instantiated() {
 }
 
 // fp8_gemm_tiled.cu's kBuilt, one for one.
-constexpr Instantiated kInstantiated[] = {instantiated<1, 1, 64>(), instantiated<1, 1, 128>(),
-                                          instantiated<2, 1, 64>(), instantiated<2, 1, 128>(),
+constexpr Instantiated kInstantiated[] = {instantiated<1, 1, 64>(),  instantiated<1, 1, 128>(),
+                                          instantiated<1, 1, 192>(), instantiated<2, 1, 64>(),
+                                          instantiated<2, 1, 128>(), instantiated<2, 1, 192>(),
                                           instantiated<2, 2, 128>()};
 
 }  // namespace

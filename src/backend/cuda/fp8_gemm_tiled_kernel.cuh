@@ -13,13 +13,16 @@
 // bound, so the measure is TFLOP/s against the FP8 ceiling measured in the same run. At M <= 256 it
 // is the weights' bytes (fp8_gemm_wgmma.h's regime; the chooser picks between the two kernels).
 //
-// Tiles (bm x bn): 64 x 64/128 (one consumer warpgroup), 128 x 64/128 (two), 256 x 128 (two, each
-// taking two 64-row "waves" of the tile: one ring stage feeds four MMA groups). Per stage in shared
-// memory: A = the tile's bm token rows x 128 K bytes, B = its bn weight rows x 128 K bytes, both
-// K-major with TMA's 128-byte swizzle (1024-byte atoms); a k32 step moves both descriptors by 32
-// bytes. Beside the ring, a scale slot a stage: the bm token scales of the K block, then the tile's
-// weight scale (one: a tile of bn <= 128 rows starting at a multiple of bn sits in one 128-row scale
-// block). Then the epilogue's bf16 staging, 8 KB a 64 x 64 box.
+// Tiles (bm x bn): 64 x 64/128/192 (one consumer warpgroup), 128 x 64/128/192 (two), 256 x 128 (two,
+// each taking two 64-row "waves" of the tile: one ring stage feeds four MMA groups). 192 columns
+// cut N = 2112 into 11 whole tiles (128: 16.5) and give the rounds of tiles other sizes. Per stage
+// in shared memory: A = the tile's bm token rows x 128 K bytes, B = its bn weight rows x 128 K
+// bytes, both K-major with TMA's 128-byte swizzle (1024-byte atoms); a k32 step moves both
+// descriptors by 32 bytes. Beside the ring, a scale slot a stage: the bm token scales of the K
+// block, then the tile's weight scales: one where bn <= 128 (a tile starting at a multiple of bn
+// sits in one 128-row scale block), two for 192 columns (an even tile's first 128 columns, an odd
+// one's first 64, are in the first block; the promotion picks the scale per 8 columns, the split
+// known at compile time in each of two branches). Then the epilogue's bf16 staging, 8 KB a 64 x 64 box.
 //
 // Launch: a persistent 1-D grid (one block an SM, at most the tiles); block b takes tiles b, b + grid,
 // ... of the walk: groups outermost, each group's tiles in bands of kBand n tiles (all m tiles of a
@@ -37,9 +40,11 @@
 // Pipeline (a ring of `stages`, shared by all the block's tiles, so the producer loads the next
 // tile's first K blocks while the consumers finish and store the current one):
 //   producer warp (the others exit): per K block, waits for the stage's "empty" barrier (after its
-//     first round); lane 0 arms "full" with the stage's bytes and issues the two TMA boxes (rows past
-//     the matrices read as zeros); all 32 lanes copy the token scales and lane 0 the weight scale with
-//     4-byte cp.async (rows past the group's q rows read as zeros), then arrive on "full" when their
+//     first round); lane 0 arms "full" with the stage's bytes and issues the TMA boxes of A, B and
+//     (where the scales' layout allows: tma_scales) the bm token scales as a third, unswizzled box
+//     (rows past the matrices read as zeros); otherwise all 32 lanes copy the token scales with
+//     4-byte cp.async (rows past the group's q rows read as zeros). Lane 0 (and 1: the second of a
+//     192-column tile) copies the weight scale by cp.async; the 32 lanes arrive on "full" when their
 //     copies land (cp.async.mbarrier.arrive.noinc: "full" expects 1 + 32 arrivals a phase).
 //   consumer warpgroup w, per K block and wave v (token rows v * (consumers * 64) + 64 w .. + 63):
 //     waits "full", issues 4 x wgmma.m64n{bn}k32.f32.e4m3.e4m3 into a temporary accumulator (the
@@ -62,6 +67,10 @@
 //   faster: two temporaries (one block's MMAs under the previous block's promotion; with one wave,
 //   64 x 128 masked tiles went 574 -> 654 us), warpgroups taking turns to issue, and pairs of blocks
 //   that share A by TMA multicast (222 us: L2 is not the bound; branch fp8-gemm-multicast).
+//   The token scales as one TMA box a stage instead of 8 cp.async a lane took the 256 x 128 tiles
+//   from 251 to 184 us here in one run (fp8_gemm_wgmma_check, its "cp.async scales" line beside
+//   the chosen one; 136 -> 101 us at 4096 x 7168 x 2048, 337 -> 252 at 4096 x 24576 x 1536): the
+//   "full" of a stage no longer waits on 33 arrivals, each behind its lane's eight 4-byte copies.
 // Programmatic launch: with dense rows (no per-group counts) the producer issues the first tile's
 // weight boxes, then griddepcontrol.wait, then everything else; the consumers wait before their
 // first token row count. With per-group counts everything waits first (the tile walk reads them).
@@ -72,6 +81,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/hopper.cuh"
 #include "backend/cuda/mma.cuh"
@@ -96,14 +106,20 @@ template <int kConsumers, int kWaves, int kBn>
 struct Config {
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
   static_assert(kWaves == 1 || (kWaves == 2 && kConsumers == 2), "two waves only with two warpgroups");
-  static_assert(kBn == 64 || kBn == 128, "wgmma N of the weight tile");
+  static_assert(kBn == 64 || kBn == 128 || kBn == 192, "wgmma N of the weight tile");
+  static_assert(kBn < 192 || kWaves == 1, "192 columns: one wave (two waves' accumulators do not fit)");
   static constexpr int kWaveRows = kConsumers * kWgmmaM;  // token rows all warpgroups take in one wave
   static constexpr int kBm = kWaves * kWaveRows;
   static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;
   static constexpr int kConsumerWarps = kConsumers * 4;
   static constexpr int kABytes = kBm * kRowBytes;
   static constexpr int kStageBytes = kABytes + kBn * kRowBytes;
-  static constexpr int kScaleSlotBytes = (kBm + 4) * 4;  // bm token scales, the weight scale, padding
+  // bm token scales, the tile's weight scales (two for 192 columns), padding to 128 bytes (where
+  // TMA's boxes must start).
+  static constexpr int kScaleSlotBytes = ((kBm + 4) * 4 + 127) / 128 * 128;
+  // 192 columns from a multiple of 192 span two 128-row weight scale blocks: the first 128 columns
+  // of an even n tile, the first 64 of an odd one, take the first block's scale.
+  static constexpr bool kTwoWeightScales = kBn == 192;
   // The epilogue's bf16 staging: a [64 rows][64 columns] 128-byte-swizzled box (8 KB) for every
   // 64 columns of every warpgroup's rows of every wave.
   static constexpr int kBoxBytes = 64 * 64 * 2;
@@ -141,6 +157,7 @@ struct KernelParams {
   int stages;
   bool y_f32;
   bool tma_store;  // bf16 y through the y map (full tiles); otherwise direct stores
+  bool tma_scales;  // the token scales through the scale map (one box a stage); otherwise cp.async
 };
 
 struct Tile {
@@ -246,7 +263,8 @@ __device__ __forceinline__ void store_tile(const KernelParams& p, const float (&
 template <int kConsumers, int kWaves, int kBn, bool kByRowCounts>
 __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
     fp8_tiled_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap w_map,
-                     const __grid_constant__ CUtensorMap y_map, const KernelParams p) {
+                     const __grid_constant__ CUtensorMap y_map, const __grid_constant__ CUtensorMap scale_map,
+                     const KernelParams p) {
   using C = Config<kConsumers, kWaves, kBn>;
   constexpr int kBm = C::kBm;
   const int stages = p.stages;
@@ -283,12 +301,14 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
     // The first tile's first weight boxes do not depend on the previous kernel: with dense rows the
     // first tile is never skipped, so they go out before the wait.
     int prefetched = 0;
+    // What TMA brings a stage: A, B and with tma_scales the bm token scales.
+    const uint32_t stage_tx = C::kStageBytes + (p.tma_scales ? kBm * 4 : 0);
     if (!kByRowCounts && p.rows_per_group == nullptr && static_cast<int>(blockIdx.x) < p.tiles) {
       const Tile t = tile_at(blockIdx.x, p);
       prefetched = min(stages, k_blocks);
       if (lane == 0)
         for (int i = 0; i < prefetched; ++i) {
-          mbarrier_arrive_expect_tx(full(i), C::kStageBytes);
+          mbarrier_arrive_expect_tx(full(i), stage_tx);
           tma_load_2d(b_box(i), &w_map, i * kBlockK, t.group * p.n + t.n * kBn, full(i));
         }
     }
@@ -302,23 +322,32 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
       if (t0 >= walk.rows(t, p)) continue;
       const int q_row = t.group * p.group_rows + t0;
       const int w_row = t.group * p.n + t.n * kBn;
-      const float* w_scale = p.w_scale + (int64_t{t.group} * p.n_scale_rows + t.n * kBn / kBlockK) * k_blocks;
+      const int w_scale_row = t.n * kBn / kBlockK;
+      const float* w_scale = p.w_scale + (int64_t{t.group} * p.n_scale_rows + w_scale_row) * k_blocks;
+      // The second block's scales (192 columns); at the end of N the tile may not reach it.
+      const float* w_scale_next = w_scale + (w_scale_row + 1 < p.n_scale_rows ? k_blocks : 0);
       for (int kb = 0; kb < k_blocks; ++kb, ++it) {
         if (it >= stages) mbarrier_wait(empty(stage), phase ^ 1u);  // the previous round's readers are done
         if (lane == 0) {
           if (it >= prefetched) {
-            mbarrier_arrive_expect_tx(full(stage), C::kStageBytes);
+            mbarrier_arrive_expect_tx(full(stage), stage_tx);
             tma_load_2d(b_box(stage), &w_map, kb * kBlockK, w_row, full(stage));
           }
           tma_load_2d(a_box(stage), &q_map, kb * kBlockK, q_row, full(stage));
+          // Past the q rows the box reads zeros; past the group's rows, the next group's scales
+          // (rows never stored).
+          if (p.tma_scales) tma_load_2d(scale_slot(stage), &scale_map, q_row, kb, full(stage));
         }
-        const float* x_scale = p.x_scale + int64_t{kb} * p.scale_stride + q_row;
+        if (!p.tma_scales) {
+          const float* x_scale = p.x_scale + int64_t{kb} * p.scale_stride + q_row;
 #pragma unroll
-        for (int i = lane; i < kBm; i += 32) {
-          const bool valid = t0 + i < p.group_rows;  // the group's q rows; past them: zeros
-          cp_async_4(scale_slot(stage) + 4 * i, valid ? x_scale + i : p.x_scale, valid);
+          for (int i = lane; i < kBm; i += 32) {
+            const bool valid = t0 + i < p.group_rows;  // the group's q rows; past them: zeros
+            cp_async_4(scale_slot(stage) + 4 * i, valid ? x_scale + i : p.x_scale, valid);
+          }
         }
         if (lane == 0) cp_async_4(scale_slot(stage) + 4 * kBm, w_scale + kb, true);
+        if (C::kTwoWeightScales && lane == 1) cp_async_4(scale_slot(stage) + 4 * (kBm + 1), w_scale_next + kb, true);
         cp_async_mbarrier_arrive_noinc(full(stage));
         if (++stage == stages) stage = 0, phase ^= 1u;
       }
@@ -350,9 +379,14 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
     wgmma_commit();
     fence_registers(d);
   };
-  auto promote = [&](float (&sum)[C::kAccumulators], const float (&d)[C::kAccumulators], float s0, float s1) {
+  // sum += d * scale: rows g and g + 8 scaled by s[0] and s[1] in the first kFirstColumns columns,
+  // by next[0] and next[1] after them (the second weight scale block of a 192-column tile).
+  auto promote = [&](float (&sum)[C::kAccumulators], const float (&d)[C::kAccumulators], const float (&s)[2],
+                     const float (&next)[2], auto first_columns) {
+    constexpr int kFirstColumns = decltype(first_columns)::value;
 #pragma unroll
     for (int j = 0; j < kBn / 8; ++j) {
+      const float s0 = 8 * j < kFirstColumns ? s[0] : next[0], s1 = 8 * j < kFirstColumns ? s[1] : next[1];
       sum[4 * j] = fmaf(d[4 * j], s0, sum[4 * j]);
       sum[4 * j + 1] = fmaf(d[4 * j + 1], s0, sum[4 * j + 1]);
       sum[4 * j + 2] = fmaf(d[4 * j + 2], s1, sum[4 * j + 2]);
@@ -381,11 +415,16 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
       mbarrier_wait(full(stage), phase);
       const float* slot = scales + stage * (C::kScaleSlotBytes / 4);
       const float weight_scale = slot[kBm];
-      float s[kWaves][2];
+      float s[kWaves][2], next[2] = {};
 #pragma unroll
       for (int v = 0; v < kWaves; ++v) {
         s[v][0] = slot[v * C::kWaveRows + row] * weight_scale;
         s[v][1] = slot[v * C::kWaveRows + row + 8] * weight_scale;
+      }
+      if constexpr (C::kTwoWeightScales) {
+        const float next_weight_scale = slot[kBm + 1];
+        next[0] = slot[row] * next_weight_scale;
+        next[1] = slot[row + 8] * next_weight_scale;
       }
       __syncwarp();  // lanes leave the spin loop at different times; wgmma needs the warp converged
       // Every wave's MMAs run, also for rows past the count (their results are never stored): a
@@ -396,7 +435,13 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
         wgmma_wait<0>();
         fence_registers(tmp);
         if (v == kWaves - 1) release(stage);
-        promote(acc[v], tmp, s[v][0], s[v][1]);
+        if constexpr (!C::kTwoWeightScales) {
+          promote(acc[v], tmp, s[v], s[v], std::integral_constant<int, kBn>{});
+        } else if (t.n % 2 == 0) {  // the tile starts on a scale block: 128 columns in it
+          promote(acc[v], tmp, s[v], next, std::integral_constant<int, 128>{});
+        } else {  // it starts 64 columns into one
+          promote(acc[v], tmp, s[v], next, std::integral_constant<int, 64>{});
+        }
       }
       if (++stage == stages) stage = 0, phase ^= 1u;
     }
@@ -452,7 +497,7 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
   if (threadIdx.x % kWarpgroupThreads == 0) bulk_wait_group();  // before the block's shared memory goes
 }
 
-using KernelFunction = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, KernelParams);
+using KernelFunction = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, KernelParams);
 
 // The walk by row counts' kernel for tiles of bm x bn (fp8_gemm_tiled_by_row_counts.cu); nullptr
 // where none is built.

@@ -20,7 +20,8 @@
 // NMSE <= 1e-5, y untouched outside [M, N] (stride gap and guard rows keep their 0xff bytes), two
 // runs bitwise equal, the split-K counters back at zero, and a CUDA graph replay (split-K) equal to
 // the eager run. The chosen tiling also with an f32 y. From M = 33 on, the tiled kernel
-// (fp8_gemm_tiled.h) too, in several configurations. Grouped (masked MoE layout): 3 groups of 64
+// (fp8_gemm_tiled.h) too, in several configurations (bn 64, 128 and 192; the token scales by TMA
+// and, for the chosen one, by cp.async). Grouped (masked MoE layout): 3 groups of 64
 // rows with counts {0, 7, 64}, 4 of 256 with {0, 130, 256, 7}, and 8 of 320 with very uneven counts
 // {300, 0, 100, 257, 320, 1, 0, 64}, on the device (the tiled kernel's walk by row counts, also with
 // 7 blocks, each walking across groups). Through GemmRunner: the wgmma path (quantization +
@@ -389,7 +390,7 @@ std::vector<Candidate> candidates_for(int64_t max_m, int64_t n, int64_t k, int64
   if (max_m > 32) {
     const Fp8TiledConfig picked = choose_fp8_tiled_config(max_m, n, k, groups, sms);
     for (int bm : {64, 128, 256})
-      for (int bn : {64, 128})
+      for (int bn : {64, 128, 192})
         for (int stages : {0, 3, 4}) {
           const Fp8TiledConfig c{bm, bn, stages, 0};
           if (!fp8_tiled_config_valid(c) || (c.bm == picked.bm && c.bn == picked.bn && c.stages == picked.stages))
@@ -398,6 +399,7 @@ std::vector<Candidate> candidates_for(int64_t max_m, int64_t n, int64_t k, int64
           out.push_back({true, {}, c});
         }
     out.push_back({true, {}, {picked.bm, picked.bn, picked.stages, sms / 2}});  // fewer blocks than SMs
+    out.push_back({true, {}, {picked.bm, picked.bn, picked.stages, 0, false}});  // token scales by cp.async
     if (groups > 1) out.push_back({true, {}, {picked.bm, picked.bn, picked.stages, 7}});  // blocks across groups
   }
   return out;
@@ -638,7 +640,7 @@ void dense_cases(Context& ctx, const Shape& shape) {
     p.name = str_cat(shape.name, " M ", m);
     p.n = n, p.k = k, p.groups = 1, p.group_rows = m;
     p.q_rows = m + 3;         // poisoned rows after the tokens: TMA boxes reach them
-    p.scale_stride = m + 5;   // not the row count: catches a stride mix-up
+    p.scale_stride = m + 8;   // not the row count: catches a stride mix-up (a multiple of 4: TMA's scales)
     p.counts = {static_cast<int>(m)};
     p.w = w.get<fp8>(), p.w_scale = w_scale.get<float>(), p.device_counts = nullptr;
     Buffer q(p.q_rows * k), x_scale((k / kBlock) * p.scale_stride * 4), x(m * k * 2);

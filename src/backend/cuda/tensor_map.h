@@ -15,6 +15,11 @@ namespace dsinfer::backend::cuda {
 CUtensorMap make_swizzled_2d_map(const void* data, CUtensorMapDataType type, uint64_t columns, uint64_t rows,
                                  uint64_t row_bytes, uint32_t box_columns, uint32_t box_rows, const char* what);
 
+// The same matrix read in unswizzled boxes (box_columns * element_bytes a multiple of 16), as the
+// rows of small per-row values (the tiled FP8 GEMM's token scales) are.
+CUtensorMap make_plain_2d_map(const void* data, CUtensorMapDataType type, uint64_t columns, uint64_t rows,
+                              uint64_t row_bytes, uint32_t box_columns, uint32_t box_rows, const char* what);
+
 // A [d2, d1, d0] array (d0 innermost; strides of dims 1 and 2 in bytes, multiples of 16) read in
 // boxes of box[0] x box[1] x box[2] elements with the 128-byte swizzle (box[0] * element bytes <= 128).
 // Out-of-range elements are zero-filled.
