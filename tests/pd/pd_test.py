@@ -451,6 +451,18 @@ def wait_unhealthy(router, worker, within_s=10):
         time.sleep(0.2)
 
 
+def first_difference(got, want):
+    """Where two answers part: the reference's token there and its top-1 margin (None when unknown)."""
+    text, other = want[1], got[1]
+    first = next((k for k in range(min(len(text), len(other))) if text[k] != other[k]), min(len(text), len(other)))
+    at = 0
+    for token, margin in getattr(want, "margins", None) or []:
+        if at + len(token) > first:
+            return token, margin
+        at += len(token)
+    return None, None
+
+
 def same_output(got, want, gpu):
     """Exact on the CPU. On a GPU the kernels differ with the batch, so a near-tie may resolve the
     other way in another batch and the answer goes its own way from there: an answer equals the
@@ -459,14 +471,8 @@ def same_output(got, want, gpu):
         return tuple(got) == tuple(want)
     if got[0] != 200 or want[0] != 200 or getattr(want, "margins", None) is None:
         return False
-    text, other = want[1], got[1]
-    first = next((k for k in range(min(len(text), len(other))) if text[k] != other[k]), min(len(text), len(other)))
-    at = 0
-    for token, margin in want.margins:  # the reference's token that holds character `first`
-        if at + len(token) > first:
-            return margin < GPU_TIE_NATS
-        at += len(token)
-    return False
+    _, margin = first_difference(got, want)  # at the reference's token that holds the first difference
+    return margin is not None and margin < GPU_TIE_NATS
 
 
 def check_survivors(outputs, want, what, gpu=False):
@@ -478,8 +484,10 @@ def check_survivors(outputs, want, what, gpu=False):
             break
     for i, ((status, text), w) in enumerate(zip(outputs, want)):
         if status == 200:
+            token, margin = first_difference((status, text), w)
             check(same_output((status, text), w, gpu),
-                  f"{what}: request {i} completed with {text!r}, the single server gave {w[1]!r}")
+                  f"{what}: request {i} completed with {text!r}, the single server gave {w[1]!r} (they part at its "
+                  f"token {token!r}, top-1 margin {margin} nats)")
             completed += 1
         else:
             check(text, f"{what}: request {i} failed without a message (status {status})")
