@@ -19,10 +19,11 @@
 // in shared memory: A = the tile's bm token rows x 128 K bytes, B = its bn weight rows x 128 K
 // bytes, both K-major with TMA's 128-byte swizzle (1024-byte atoms); a k32 step moves both
 // descriptors by 32 bytes. Beside the ring, a scale slot a stage: the bm token scales of the K
-// block, then the tile's weight scales: one where bn <= 128 (a tile starting at a multiple of bn
-// sits in one 128-row scale block), two for 192 columns (an even tile's first 128 columns, an odd
-// one's first 64, are in the first block; the promotion picks the scale per 8 columns, the split
-// known at compile time in each of two branches). Then the epilogue's bf16 staging, 8 KB a 64 x 64 box.
+// block, and for 192 columns the tile's two weight scales. A tile of bn <= 128 starting at a
+// multiple of bn sits in one 128-row scale block, whose scale the consumers read from global memory;
+// 192 columns span two (an even tile's first 128 columns, an odd one's first 64, are in the first;
+// the promotion picks the scale per 8 columns, the split known at compile time in each of two
+// branches). Then the epilogue's bf16 staging, 8 KB a 64 x 64 box.
 //
 // Launch: a persistent 1-D grid (one block an SM, at most the tiles); block b takes tiles b, b + grid,
 // ... of the walk: groups outermost, each group's tiles in bands of kBand n tiles (all m tiles of a
@@ -43,13 +44,15 @@
 //     first round); lane 0 arms "full" with the stage's bytes and issues the TMA boxes of A, B and
 //     (where the scales' layout allows: tma_scales) the bm token scales as a third, unswizzled box
 //     (rows past the matrices read as zeros); otherwise all 32 lanes copy the token scales with
-//     4-byte cp.async (rows past the group's q rows read as zeros). Lane 0 (and 1: the second of a
-//     192-column tile) copies the weight scale by cp.async; the 32 lanes arrive on "full" when their
-//     copies land (cp.async.mbarrier.arrive.noinc: "full" expects 1 + 32 arrivals a phase).
+//     4-byte cp.async (rows past the group's q rows read as zeros). For 192 columns lanes 0 and 1
+//     copy the two weight scales by cp.async. Where lanes copy, all 32 arrive on "full" when their
+//     copies land (cp.async.mbarrier.arrive.noinc: "full" expects 1 + 32 arrivals a phase); else
+//     "full" expects the arm alone.
 //   consumer warpgroup w, per K block and wave v (token rows v * (consumers * 64) + 64 w .. + 63):
 //     waits "full", issues 4 x wgmma.m64n{bn}k32.f32.e4m3.e4m3 into a temporary accumulator (the
 //     first overwrites it), waits for them, releases the stage after its last wave (one arrive a warp
-//     on "empty") and promotes: acc[r][c] += tmp[r][c] * x_scale[r] * w_scale. The MMAs run for rows
+//     on "empty") and promotes: acc[r][c] += tmp[r][c] * x_scale[r] * w_scale (w_scale loaded from
+//     global memory before the wait: in L2, and not needed before the MMAs are done). The MMAs run for rows
 //     past the group's count too (never stored): any branch around them makes ptxas serialise every
 //     wgmma (C7518), which cost a third of the speed when it happened. The fragment:
 //     tmp[4j + 2h + e] = D[16 (warp % 4) + g + 8h][8j + 2c + e], g = lane / 4, c = lane % 4.
@@ -71,6 +74,8 @@
 //   from 251 to 184 us here in one run (fp8_gemm_wgmma_check, its "cp.async scales" line beside
 //   the chosen one; 136 -> 101 us at 4096 x 7168 x 2048, 337 -> 252 at 4096 x 24576 x 1536): the
 //   "full" of a stage no longer waits on 33 arrivals, each behind its lane's eight 4-byte copies.
+//   With the weight scale read by the consumers from global memory too, "full" waits on the arm
+//   alone: 176 us (4096 x 4096 x 7168), 99 (x 7168 x 2048), 248 (x 24576 x 1536), in one run.
 // Programmatic launch: with dense rows (no per-group counts) the producer issues the first tile's
 // weight boxes, then griddepcontrol.wait, then everything else; the consumers wait before their
 // first token row count. With per-group counts everything waits first (the tile walk reads them).
@@ -114,9 +119,13 @@ struct Config {
   static constexpr int kConsumerWarps = kConsumers * 4;
   static constexpr int kABytes = kBm * kRowBytes;
   static constexpr int kStageBytes = kABytes + kBn * kRowBytes;
-  // bm token scales, the tile's weight scales (two for 192 columns), padding to 128 bytes (where
-  // TMA's boxes must start).
-  static constexpr int kScaleSlotBytes = ((kBm + 4) * 4 + 127) / 128 * 128;
+  // The weight scales of a stage: read from global memory by the consumers, or for 192 columns
+  // (where that measured slower: 112 against 108 us at 4096 x 2112 x 7168, while 256 x 128 tiles
+  // went 184 -> 176 us at 4096 x 4096 x 7168) copied into the scale slot by the producer.
+  static constexpr bool kWeightScalesInSlot = kBn == 192;
+  // The bm token scales of a stage (and the weight scales where kWeightScalesInSlot), padded to
+  // 128 bytes (where TMA's boxes must start).
+  static constexpr int kScaleSlotBytes = ((kBm + (kWeightScalesInSlot ? 4 : 0)) * 4 + 127) / 128 * 128;
   // 192 columns from a multiple of 192 span two 128-row weight scale blocks: the first 128 columns
   // of an even n tile, the first 64 of an odd one, take the first block's scale.
   static constexpr bool kTwoWeightScales = kBn == 192;
@@ -286,7 +295,8 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
   const int wg = warp / 4;
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
-      mbarrier_init(full(s), 1 + kScaleArrivals);  // the TMA arm + the lanes' scale copies
+      // The TMA arm, and where the producer's lanes copy scales their copies.
+      mbarrier_init(full(s), p.tma_scales && !C::kWeightScalesInSlot ? 1 : 1 + kScaleArrivals);
       mbarrier_init(empty(s), C::kConsumerWarps);  // one arrive a consumer warp
     }
     mbarrier_init_fence();
@@ -346,9 +356,11 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
             cp_async_4(scale_slot(stage) + 4 * i, valid ? x_scale + i : p.x_scale, valid);
           }
         }
-        if (lane == 0) cp_async_4(scale_slot(stage) + 4 * kBm, w_scale + kb, true);
-        if (C::kTwoWeightScales && lane == 1) cp_async_4(scale_slot(stage) + 4 * (kBm + 1), w_scale_next + kb, true);
-        cp_async_mbarrier_arrive_noinc(full(stage));
+        if constexpr (C::kWeightScalesInSlot) {
+          if (lane == 0) cp_async_4(scale_slot(stage) + 4 * kBm, w_scale + kb, true);
+          if (lane == 1) cp_async_4(scale_slot(stage) + 4 * (kBm + 1), w_scale_next + kb, true);
+        }
+        if (!p.tma_scales || C::kWeightScalesInSlot) cp_async_mbarrier_arrive_noinc(full(stage));
         if (++stage == stages) stage = 0, phase ^= 1u;
       }
     }
@@ -411,20 +423,29 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
       active[v] = t0 + v * C::kWaveRows + wg * kWgmmaM < rows;
       zero_registers(acc[v]);
     }
+    // The tile's weight scales in global memory (a few hundred bytes, in L2), each K block's read
+    // before its wait (unless the producer brings them in the scale slot).
+    const float* w_scale = p.w_scale + (int64_t{t.group} * p.n_scale_rows + t.n * kBn / kBlockK) * p.k_blocks;
     for (int kb = 0; kb < p.k_blocks; ++kb) {
+      float weight_scale = 0.0f;
+      if constexpr (!C::kWeightScalesInSlot) weight_scale = __ldg(w_scale + kb);
       mbarrier_wait(full(stage), phase);
       const float* slot = scales + stage * (C::kScaleSlotBytes / 4);
-      const float weight_scale = slot[kBm];
+      // s: the token scales of this thread's two rows of each wave, times the weight scale (after
+      // the MMAs where that comes from global memory); next: the second weight scale's.
       float s[kWaves][2], next[2] = {};
 #pragma unroll
       for (int v = 0; v < kWaves; ++v) {
-        s[v][0] = slot[v * C::kWaveRows + row] * weight_scale;
-        s[v][1] = slot[v * C::kWaveRows + row + 8] * weight_scale;
+        s[v][0] = slot[v * C::kWaveRows + row];
+        s[v][1] = slot[v * C::kWaveRows + row + 8];
       }
-      if constexpr (C::kTwoWeightScales) {
+      if constexpr (C::kWeightScalesInSlot) {
+        weight_scale = slot[kBm];
         const float next_weight_scale = slot[kBm + 1];
-        next[0] = slot[row] * next_weight_scale;
-        next[1] = slot[row + 8] * next_weight_scale;
+        next[0] = s[0][0] * next_weight_scale;
+        next[1] = s[0][1] * next_weight_scale;
+#pragma unroll
+        for (int v = 0; v < kWaves; ++v) s[v][0] *= weight_scale, s[v][1] *= weight_scale;
       }
       __syncwarp();  // lanes leave the spin loop at different times; wgmma needs the warp converged
       // Every wave's MMAs run, also for rows past the count (their results are never stored): a
@@ -435,6 +456,7 @@ __global__ void __launch_bounds__(Config<kConsumers, kWaves, kBn>::kThreads, 1)
         wgmma_wait<0>();
         fence_registers(tmp);
         if (v == kWaves - 1) release(stage);
+        if constexpr (!C::kWeightScalesInSlot) s[v][0] *= weight_scale, s[v][1] *= weight_scale;
         if constexpr (!C::kTwoWeightScales) {
           promote(acc[v], tmp, s[v], s[v], std::integral_constant<int, kBn>{});
         } else if (t.n % 2 == 0) {  // the tile starts on a scale block: 128 columns in it
