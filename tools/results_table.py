@@ -47,7 +47,7 @@ HEADLINES = {
                 "rope_q_t16384_of_copy", "write_latent_cache_t16384_of_copy", "moe_combine_t16384_of_copy",
                 "grouped_masked_m20_n4096_k7168_weight_tb_s", "grouped_masked_m20_n4096_k7168_vs_deepgemm",
                 "grouped_masked_m192_n4096_k7168_vs_deepgemm", "grouped_masked_m192_n7168_k2048_vs_deepgemm",
-                "grouped_masked_m192_n4096_k7168_bm64_bn128_us", "grouped_masked_m192_n7168_k2048_bm64_bn128_us",
+                "grouped_masked_m192_n4096_k7168_bm128_bn192_us", "grouped_masked_m192_n7168_k2048_bm128_bn192_us",
                 "prefill_attention_8x2048_tflops", "prefill_attention_1x16384_tflops",
                 "prefill_attention_4096_on_4096_prefix_tflops", "prefill_attention_8x2048_vs_flashinfer",
                 "prefill_attention_1x16384_vs_flashinfer", "prefill_attention_4096_on_4096_prefix_vs_flashinfer",
