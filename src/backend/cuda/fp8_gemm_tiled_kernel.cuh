@@ -70,12 +70,11 @@
 //   faster: two temporaries (one block's MMAs under the previous block's promotion; with one wave,
 //   64 x 128 masked tiles went 574 -> 654 us), warpgroups taking turns to issue, and pairs of blocks
 //   that share A by TMA multicast (222 us: L2 is not the bound; branch fp8-gemm-multicast).
-//   The token scales as one TMA box a stage instead of 8 cp.async a lane took the 256 x 128 tiles
-//   from 251 to 184 us here in one run (fp8_gemm_wgmma_check, its "cp.async scales" line beside
-//   the chosen one; 136 -> 101 us at 4096 x 7168 x 2048, 337 -> 252 at 4096 x 24576 x 1536): the
-//   "full" of a stage no longer waits on 33 arrivals, each behind its lane's eight 4-byte copies.
-//   With the weight scale read by the consumers from global memory too, "full" waits on the arm
-//   alone: 176 us (4096 x 4096 x 7168), 99 (x 7168 x 2048), 248 (x 24576 x 1536), in one run.
+//   The token scales as one TMA box a stage instead of 8 cp.async a lane: 195 -> 184 us (CUPTI,
+//   kernels_bench at 7a707f8 and 1f3e1be; beside it in one run the cp.async path as now built took
+//   251, slower than the code it replaced). With the weight scale read by the consumers from
+//   global memory too, "full" waits on the TMA arm alone: 176 us (events; 184 before in the same
+//   check), 99 at 4096 x 7168 x 2048 (101), 248 at 4096 x 24576 x 1536 (252).
 // Programmatic launch: with dense rows (no per-group counts) the producer issues the first tile's
 // weight boxes, then griddepcontrol.wait, then everything else; the consumers wait before their
 // first token row count. With per-group counts everything waits first (the tile walk reads them).
