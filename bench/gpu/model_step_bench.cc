@@ -4,6 +4,8 @@
 //   model_step_bench --config configs/deepseek-v3 --num-layers 4 --batches 1,64,256 --context 2048
 //       --prefill 8x2048 [--device cuda] [--max-batched-tokens N] [--out bench/results/model_step_h100.json]
 //   model_step_bench --config tests/fixtures/models/v3-tiny --device cpu --batches 1,4 --context 128 --prefill 2x64
+//   model_step_bench --config configs/deepseek-v3 --num-layers 4 --kv-cache-dtype fp8 --w4a8-experts 128
+//       (issue 9's comparison: an FP8 latent cache and int4 routed experts against the stored formats)
 //
 // Decode: B sequences with `context` tokens cached (random values from Backend::fill_uniform stand in
 // for a prefill), one new token each at position `context`, sampled greedily on the device. A step
@@ -19,9 +21,11 @@
 //   bytes = the weights the step must read, in their stored dtype (io::checkpoint_tensors; FP8 with
 //           its block scales for DeepSeek-V3's projections): every layer's attention, norms, dense MLP,
 //           router and shared expert; E (1 - (1 - k/E)^B) of each MoE layer's E routed experts (those
-//           B tokens choosing top-k are expected to touch); B embedding rows; the final norm, lm_head
+//           B tokens choosing top-k are expected to touch; with --w4a8-experts G each as the device
+//           holds it: int4 values, f32 scales per G columns, gate_up's AWQ factors, none of the
+//           FP8 block scales); B embedding rows; the final norm, lm_head
 //         + the latent cache: L B context W read and L B W written, W = kv_lora_rank + rope_dim, in the
-//           cache dtype (bf16 on the GPU)
+//           cache dtype (bf16 on the GPU; e4m3 with --kv-cache-dtype fp8)
 //   FLOPs = 2 B (parameters a token multiplies: every matrix but the embedding, k/E of the routed ones)
 //         + L 2 H context (W + kv_lora_rank) B                                (absorbed MLA)
 //   time  = max(bytes / copy bandwidth, FLOPs / FP8 GEMM peak), both ceilings measured in this run.
@@ -127,6 +131,7 @@ struct WeightCensus {
 
 WeightCensus count_weights(const io::ModelConfig& config) {
   WeightCensus census;
+  const double int4_group = static_cast<double>(config.quantization.int4_group_size);  // 0: stored format
   for (const io::TensorSpec& spec : io::checkpoint_tensors(config, io::stored_format(config))) {
     std::optional<int64_t> layer = io::layer_index(spec.name);
     if (layer && *layer >= config.num_hidden_layers) continue;  // MTP modules: not in a decode step
@@ -136,7 +141,14 @@ WeightCensus count_weights(const io::ModelConfig& config) {
     if (spec.name == "model.embed_tokens.weight" && !config.tie_word_embeddings) {
       census.embedding_row_bytes = bytes / static_cast<double>(spec.shape[0]);
     } else if (spec.name.find(".mlp.experts.") != std::string::npos) {
-      census.routed_bytes += bytes;
+      if (int4_group > 0) {
+        if (!matrix) continue;  // the FP8 block scales, which int4 experts do not have
+        census.routed_bytes += elements / 2 + elements / int4_group * 4;  // int4 values, f32 group scales
+        // gate and up share one AWQ factor vector over the K input columns (WeightLoader::dummy_int4_linear).
+        if (spec.name.ends_with(".gate_proj.weight")) census.routed_bytes += static_cast<double>(spec.shape[1]) * 4;
+      } else {
+        census.routed_bytes += bytes;
+      }
       if (matrix) census.routed_params += elements;
     } else {
       census.per_step_bytes += bytes;
@@ -442,7 +454,12 @@ int run(int argc, char** argv) {
                  "timed too)");
   flags.add_int("speculative", "also time the speculative decoding step verifying N drafts a sequence (1 to 3; 0: "
                 "no)", 0);
-  flags.add_string("out", "FILE", "result JSON (default bench/results/model_step_<config>_<device>.json)");
+  flags.add_string("kv-cache-dtype", "NAME", "how the latent cache stores its rows: auto (the compute dtype), fp8 "
+                   "(fp8_e4m3) or fp8_ds_mla (--kv-cache-dtype of serve)", false, "auto");
+  flags.add_int("w4a8-experts", "routed experts as int4 (W4A8) in groups of this many columns with AWQ factors, as "
+                "dsinfer quantize --method w4a8 --awq writes them (0: the config's stored format)", 0);
+  flags.add_string("out", "FILE", "result JSON (default bench/results/model_step_<config>[_kv-<dtype>][_w4a8]_<device>"
+                   ".json)");
   if (!flags.parse(argc - 1, argv + 1)) return 0;
 
   const std::string config_dir = flags.get_string("config");
@@ -510,6 +527,10 @@ int run(int argc, char** argv) {
   model::ModelOptions options;
   options.load_format = model::LoadFormat::kDummy;
   options.num_layers = flags.get_int("num-layers");
+  options.cache_format = model::parse_cache_format(flags.get_string("kv-cache-dtype"));
+  options.dummy_int4_group_size = flags.get_int("w4a8-experts");
+  DSINFER_CHECK(options.dummy_int4_group_size >= 0, "--w4a8-experts must be a group size (0: off), not ",
+                options.dummy_int4_group_size);
   Clock::time_point load_start = Clock::now();
   std::unique_ptr<model::DeepseekModel> model = model::DeepseekModel::load(config_dir, *backend, options);
   backend->synchronize();
@@ -518,10 +539,14 @@ int run(int argc, char** argv) {
   int64_t moe_layers = 0;
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) moe_layers += config.is_moe_layer(i) ? 1 : 0;
   const bool fp8 = io::stored_format(config) == io::StoredFormat::kFp8Block;
-  std::printf("model: %s (%s), %lld layers (%lld dense + %lld MoE) + %d MTP, %s dummy weights, loaded in %.1f s\n",
+  const int64_t int4_group = config.quantization.int4_group_size;
+  const std::string experts = int4_group > 0 ? str_cat("int4 (W4A8, groups of ", int4_group, ", AWQ factors)")
+                                             : std::string(fp8 ? "FP8-block" : "bf16");
+  std::printf("model: %s (%s), %lld layers (%lld dense + %lld MoE) + %d MTP, %s dummy weights, routed experts %s, "
+              "loaded in %.1f s\n",
               config_dir.c_str(), config.model_type.c_str(), static_cast<long long>(config.num_hidden_layers),
               static_cast<long long>(config.num_hidden_layers - moe_layers), static_cast<long long>(moe_layers),
-              model->num_mtp_modules(), fp8 ? "FP8-block" : "bf16", load_seconds);
+              model->num_mtp_modules(), fp8 ? "FP8-block" : "bf16", experts.c_str(), load_seconds);
   DSINFER_CHECK(context + 1 <= model->max_positions(), "--context ", context,
                 ": the new token's position must be below the model's ", model->max_positions(), " positions");
   DSINFER_CHECK(prefill.length <= model->max_positions(), "--prefill ", prefill.sequences, "x", prefill.length,
@@ -661,6 +686,8 @@ int run(int argc, char** argv) {
   run_config["num_layers"] = config.num_hidden_layers;
   run_config["moe_layers"] = moe_layers;
   run_config["weights"] = fp8 ? "dummy, FP8 128x128 blocks as the checkpoint stores them" : "dummy, bf16";
+  run_config["routed_experts"] = experts;
+  run_config["kv_cache_dtype"] = std::string(model::cache_format_name(model->cache_format()));
   run_config["device_option"] = device;
   for (const char* knob : {"fp8-gemv-max-rows", "fp8-wgmma-max-rows", "bf16-gemv-max-rows", "moe-gemv-max-rows", "mla-min-split-pages",
                            "moe-fp8-mma-max-rows", "moe-fp8-mma-min-rows"})
@@ -739,7 +766,11 @@ int run(int argc, char** argv) {
   std::string out = flags.has("out") ? flags.get_string("out") : "";
   if (out.empty()) {
     const std::string tag = on_gpu ? gpu_tag(device_name, "cuda") : "cpu";
-    out = str_cat("bench/results/model_step_", last_path_component(config_dir), "_", tag, ".json");
+    const std::string kv = model->cache_format() == model::CacheFormat::kCompute
+                               ? ""
+                               : str_cat("_kv-", model::cache_format_name(model->cache_format()));
+    out = str_cat("bench/results/model_step_", last_path_component(config_dir), kv, int4_group > 0 ? "_w4a8" : "", "_",
+                  tag, ".json");
   }
   write_result(out, result);
   return 0;

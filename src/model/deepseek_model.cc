@@ -60,6 +60,13 @@ DeepseekModel::DeepseekModel(io::ModelConfig config, const io::Checkpoint* check
 std::unique_ptr<DeepseekModel> DeepseekModel::load(const std::string& dir, backend::Backend& backend,
                                                    const ModelOptions& options) {
   io::ModelConfig config = io::load_model_config(dir);
+  DSINFER_CHECK(options.dummy_int4_group_size >= 0, "dummy_int4_group_size must be >= 0, not ",
+                options.dummy_int4_group_size);
+  if (options.dummy_int4_group_size > 0) {
+    DSINFER_CHECK(options.load_format == LoadFormat::kDummy, "int4 routed experts in place of the stored ones are "
+                  "made only for dummy weights (a W4A8 checkpoint says so itself: dsinfer quantize --method w4a8)");
+    config.quantization.int4_group_size = options.dummy_int4_group_size;
+  }
   ModelOptions effective = options;
   if (options.num_layers > 0 && options.num_layers != config.num_hidden_layers) {
     config = io::truncate_layers(config, options.num_layers);

@@ -33,6 +33,10 @@ struct ModelOptions {
   const parallel::RankPlan* plan = nullptr;
   // How the latent cache stores its rows (--kv-cache-dtype); the backend must support it.
   CacheFormat cache_format = CacheFormat::kCompute;
+  // Dummy weights only: routed experts as int4 (W4A8) in groups of this many columns, with AWQ
+  // factors on their inputs, as `dsinfer quantize --method w4a8 --awq` writes them; 0: in the
+  // config's stored format (docs/w4a8.md).
+  int64_t dummy_int4_group_size = 0;
   // Sees every MoE layer's routed-expert inputs (dsinfer quantize --awq's calibration); null: none.
   // Must outlive the model.
   ExpertObserver* expert_observer = nullptr;

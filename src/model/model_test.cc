@@ -330,6 +330,51 @@ TEST(CacheFormats, Fp8CachesKeepTheBundledModelsDistributions) {
   }
 }
 
+// Dummy weights with int4 routed experts (ModelOptions::dummy_int4_group_size, model_step_bench's
+// --w4a8-experts): only the routed experts change format, the model runs on them (finite logits, not
+// those of the stored format's experts), and what cannot be made is refused, saying why.
+TEST(DummyWeights, Int4RoutedExpertsRunAndWhatCannotBeMadeIsRefused) {
+  const std::string dir = fixture_dir("v3-tiny");  // hidden 128, moe_intermediate 64
+  auto backend = backend::make_backend(test_device());
+  auto last_logits = [&](int64_t group) {
+    ModelOptions options;
+    options.load_format = LoadFormat::kDummy;
+    options.dummy_int4_group_size = group;
+    auto model = DeepseekModel::load(dir, *backend, options);
+    EXPECT_EQ(model->config().quantization.int4_group_size, group);
+    LatentCache cache = model->make_cache(2);
+    BatchBuilder builder;
+    builder.add(std::vector<int32_t>{1, 5, 9, 2, 7}, 0, scrambled_pages(1, 0), LogitRows::kLast);
+    return model->forward(builder.build(), cache).logits.clone();
+  };
+  const Tensor stored = last_logits(0), int4 = last_logits(32);
+  ASSERT_EQ(int4.shape(), stored.shape());
+  double differ = 0;
+  for (int64_t i = 0; i < int4.numel(); ++i) {
+    ASSERT_TRUE(std::isfinite(int4.data<float>()[i])) << "logit " << i;
+    differ = std::max<double>(differ, std::fabs(int4.data<float>()[i] - stored.data<float>()[i]));
+  }
+  EXPECT_GT(differ, 0.0) << "the int4 experts' logits equal the stored format's";
+
+  auto refusal = [&](int64_t group, LoadFormat format) -> std::string {
+    ModelOptions options;
+    options.load_format = format;
+    options.dummy_int4_group_size = group;
+    try {
+      DeepseekModel::load(dir, *backend, options);
+    } catch (const Error& error) {
+      return error.what();
+    }
+    return "(loaded)";
+  };
+  // 48 divides neither the 128 columns of gate_up nor the 64 of down.
+  EXPECT_NE(refusal(48, LoadFormat::kDummy).find("not a multiple of the int4 group size 48"), std::string::npos)
+      << refusal(48, LoadFormat::kDummy);
+  EXPECT_NE(refusal(32, LoadFormat::kAuto).find("only for dummy weights"), std::string::npos)
+      << refusal(32, LoadFormat::kAuto);
+  EXPECT_NE(refusal(-1, LoadFormat::kDummy).find("must be >= 0"), std::string::npos) << refusal(-1, LoadFormat::kDummy);
+}
+
 // The bundled model with its routed experts in compressed-tensors' int4 (docs/w4a8.md, group 128),
 // written into `out`: the other tensors as they are, config.json with the quantization_config.
 // `edit` may change the tensors and the config before they are written (the refusals' test).

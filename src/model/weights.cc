@@ -120,6 +120,9 @@ std::string seed_name_of(const std::string& name, const WeightShard& shard) {
 constexpr float kWeightBound = 0.035f;
 constexpr float kFp8CodeBound = 224.0f;
 constexpr float kFp8ScaleLow = 1.4e-4f, kFp8ScaleHigh = 1.7e-4f;
+// Dummy int4 weights: q in -8..7 times a group scale near kWeightBound / 7; AWQ factors around 1.
+constexpr float kInt4ScaleLow = 4.0e-3f, kInt4ScaleHigh = 6.0e-3f;
+constexpr float kAwqFactorLow = 0.5f, kAwqFactorHigh = 2.0f;
 
 }  // namespace
 
@@ -227,6 +230,40 @@ backend::LinearWeight WeightLoader::dummy_linear(Shape shape, bool fp8, const st
   blocks[-1] = (shape[-1] + backend::kWeightBlock - 1) / backend::kWeightBlock;
   weight.scale = backend_.empty(DType::kF32, blocks);
   backend_.fill_uniform(weight.scale, seed + 1, kFp8ScaleLow, kFp8ScaleHigh);
+  count(weight);
+  return weight;
+}
+
+bool WeightLoader::dummy_int4(const std::string& name) const {
+  return !checkpoint_ && config_.quantization.int4_group_size > 0 && name.find(".mlp.experts.") != std::string::npos;
+}
+
+backend::LinearWeight WeightLoader::dummy_int4_linear(Shape shape, bool with_pre_scale, const std::string& seed_name,
+                                                      const WeightShard& shard) const {
+  const int64_t group = config_.quantization.int4_group_size, K = shape[-1];
+  DSINFER_CHECK(K % group == 0 && K % 8 == 0, "dummy weights: ", seed_name, " has ", K,
+                " columns, not a multiple of the int4 group size ", group, " and of 8");
+  DSINFER_CHECK(backend_.supports_weight_format(backend::WeightFormat::kW4A8, backend::WeightUse::kExperts),
+                "dummy weights: int4 (W4A8) routed experts, which the ", backend_.name(), " backend does not run");
+  const uint64_t seed = seed_of(seed_name_of(seed_name, shard));
+  Shape packed = shape;
+  packed[-1] = K / 2;
+  // Random bytes (two int4 values each): an e4m3 fill, read as bytes (the backends fill only
+  // floating-point dtypes); the byte view keeps the e4m3 tensor's storage.
+  Tensor codes = backend_.empty(DType::kF8E4M3, packed);
+  backend_.fill_uniform(codes, seed, -kFp8CodeBound, kFp8CodeBound);
+  backend::LinearWeight weight;
+  weight.format = backend::WeightFormat::kW4A8;
+  weight.data = Tensor::wrap(codes.raw(), DType::kU8, packed, codes.device(),
+                             std::shared_ptr<void>(nullptr, [codes](void*) {}));
+  Shape groups = shape;
+  groups[-1] = K / group;
+  weight.scale = backend_.empty(DType::kF32, groups);
+  backend_.fill_uniform(weight.scale, seed + 1, kInt4ScaleLow, kInt4ScaleHigh);
+  if (with_pre_scale) {
+    weight.pre_scale = backend_.empty(DType::kF32, {shape[0], K});  // [E, K]: one vector an expert
+    backend_.fill_uniform(weight.pre_scale, seed + 2, kAwqFactorLow, kAwqFactorHigh);
+  }
   count(weight);
   return weight;
 }
@@ -396,6 +433,8 @@ backend::LinearWeight WeightLoader::stack_to_device(const std::vector<backend::L
 backend::LinearWeight WeightLoader::stacked(const std::vector<std::string>& names, const WeightShard& shard) const {
   if (!checkpoint_) {
     Shape one = shard_shape(names.front(), shard);
+    if (dummy_int4(names.front()))
+      return dummy_int4_linear({static_cast<int64_t>(names.size()), one[0], one[1]}, false, names.front(), shard);
     bool fp8 = is_fp8(names.front()) && shard_on_blocks(shard, spec(names.front()).shape);
     return dummy_linear({static_cast<int64_t>(names.size()), one[0], one[1]}, fp8, names.front(), shard);
   }
@@ -410,6 +449,8 @@ backend::LinearWeight WeightLoader::stacked_gate_up(const std::vector<std::strin
   DSINFER_CHECK(gates.size() == ups.size(), "stacked_gate_up: ", gates.size(), " gates but ", ups.size(), " ups");
   if (!checkpoint_) {
     Shape one = shard_shape(gates.front(), shard);
+    if (dummy_int4(gates.front()))
+      return dummy_int4_linear({static_cast<int64_t>(gates.size()), 2 * one[0], one[1]}, true, gates.front(), shard);
     bool fp8 = is_fp8(gates.front()) && shard_on_blocks(shard, spec(gates.front()).shape) &&
                one[0] % backend::kWeightBlock == 0;  // as host_rows decides
     return dummy_linear({static_cast<int64_t>(gates.size()), 2 * one[0], one[1]}, fp8, gates.front(), shard);

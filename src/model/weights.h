@@ -107,6 +107,13 @@ class WeightLoader {
   const io::TensorSpec& spec(const std::string& name) const;
   backend::LinearWeight dummy_linear(Shape shape, bool fp8, const std::string& seed_name,
                                      const WeightShard& shard = {}) const;
+  // Dummy routed experts are int4 (W4A8) where config.quantization.int4_group_size is set (the layout
+  // dsinfer quantize --method w4a8 writes: the routed experts alone, ModelOptions::dummy_int4_group_size).
+  bool dummy_int4(const std::string& name) const;
+  // Random int4 values in groups of int4_group_size columns with their scales, and with_pre_scale
+  // AWQ factors on the input columns (gate_up's; --awq writes none for down).
+  backend::LinearWeight dummy_int4_linear(Shape shape, bool with_pre_scale, const std::string& seed_name,
+                                          const WeightShard& shard) const;
   Tensor dummy_host_f32(const std::string& name) const;
   bool is_fp8(const std::string& name) const;
 
