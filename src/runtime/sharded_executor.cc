@@ -123,7 +123,10 @@ class ShardedExecutor final : public StepExecutor {
   ShardedExecutor(ShardedModel& model, int64_t pages, const ExecutorOptions& options)
       : model_(model), pages_(pages) {
     ranks_.resize(model.size());
-    const ExecutorOptions rank_options{sharded_graph_batch(model, options.cuda_graph_max_batch)};
+    // No drafting on the ranks: a sharded model does not draft (can_draft() is false, which the
+    // engine checks before it asks for speculative decoding).
+    const ExecutorOptions rank_options{.cuda_graph_max_batch = sharded_graph_batch(model, options.cuda_graph_max_batch),
+                                       .speculative = {}};
     if (options.cuda_graph_max_batch > 0 && rank_options.cuda_graph_max_batch == 0)
       log_info("sharded model: decode steps run eagerly (", why_eager(model), ")");
     graphs_ = rank_options.cuda_graph_max_batch > 0;
