@@ -118,16 +118,16 @@ struct Config {
   static constexpr int kConsumerWarps = kConsumers * 4;
   static constexpr int kABytes = kBm * kRowBytes;
   static constexpr int kStageBytes = kABytes + kBn * kRowBytes;
-  // The weight scales of a stage: read from global memory by the consumers, or for 192 columns
-  // (where that measured slower: 112 against 108 us at 4096 x 2112 x 7168, while 256 x 128 tiles
-  // went 184 -> 176 us at 4096 x 4096 x 7168) copied into the scale slot by the producer.
-  static constexpr bool kWeightScalesInSlot = kBn == 192;
-  // The bm token scales of a stage (and the weight scales where kWeightScalesInSlot), padded to
-  // 128 bytes (where TMA's boxes must start).
-  static constexpr int kScaleSlotBytes = ((kBm + (kWeightScalesInSlot ? 4 : 0)) * 4 + 127) / 128 * 128;
   // 192 columns from a multiple of 192 span two 128-row weight scale blocks: the first 128 columns
   // of an even n tile, the first 64 of an odd one, take the first block's scale.
   static constexpr bool kTwoWeightScales = kBn == 192;
+  // The weight scales of a stage: read from global memory by the consumers, or where a tile has two
+  // (where that measured slower: 112 against 108 us at 4096 x 2112 x 7168, while 256 x 128 tiles
+  // went 184 -> 176 us at 4096 x 4096 x 7168) copied into the scale slot by the producer.
+  static constexpr bool kWeightScalesInSlot = kTwoWeightScales;
+  // The bm token scales of a stage (and the weight scales where kWeightScalesInSlot), padded to
+  // 128 bytes (where TMA's boxes must start).
+  static constexpr int kScaleSlotBytes = ((kBm + (kWeightScalesInSlot ? 4 : 0)) * 4 + 127) / 128 * 128;
   // The epilogue's bf16 staging: a [64 rows][64 columns] 128-byte-swizzled box (8 KB) for every
   // 64 columns of every warpgroup's rows of every wave.
   static constexpr int kBoxBytes = 64 * 64 * 2;

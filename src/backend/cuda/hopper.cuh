@@ -196,7 +196,8 @@ __device__ __forceinline__ uint32_t descriptor_base(uint32_t address, uint32_t l
   return __shfl_sync(0xffffffffu, static_cast<uint32_t>(smem_descriptor(address, leading_bytes, 1024)), 0);
 }
 __device__ __forceinline__ uint64_t descriptor_at(uint32_t base, uint32_t bytes) {
-  return static_cast<uint64_t>(1024u >> 4) << 32 | uint64_t{1} << 62 | (base + (bytes >> 4));
+  constexpr uint64_t kHighWord = 0xFFFFFFFF00000000ull;  // the stride and the swizzle: the same for every base
+  return (smem_descriptor(0, 0, 1024) & kHighWord) | (base + (bytes >> 4));
 }
 
 }  // namespace dsinfer::backend::cuda
