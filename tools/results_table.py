@@ -67,7 +67,7 @@ HEADLINES = {
                   "w4a8_awq_fp8_kv_worst_points_vs_bf16"],
 }
 CONFIG_KEYS = {
-    "model_step": ["config", "num_layers", "weights", "context", "prefill"],
+    "model_step": ["config", "num_layers", "weights", "routed_experts", "cache_dtype", "context", "prefill"],
     "serve": ["model", "parallel", "input_len", "output_len", "num_prompts", "max_concurrency", "request_rate",
               "slo_tpot_ms", "overlap_schedule"],
 }
