@@ -8,10 +8,16 @@ their KV pages moving over UCX's TCP transport, against a server that runs both 
 With --gpu (scripts/gpu-test.sh's `pd` step) every instance runs on the GPU, the instances of a
 scenario side by side on one device, and the pages move by CUDA IPC (UCX's cuda_ipc and cuda_copy,
 TCP for the notes); a prefill instance there sends a prompt's pages whole, so `layerwise` is left out
-(and `sglang_router`, a protocol check CI runs), and answers may leave the single server's at a
-near-tie: its top-1 margin there at most GPU_TIE_NATS, or at most the largest margin at which the
-single server's answers sent one at a time part from its batched ones (the GPU's kernels differ with
-the batch; the single server may not part from itself above GPU_MAX_DRIFT_NATS).
+(and `sglang_router`, a protocol check CI runs). There the kernels differ with the batch, so an
+answer is the single server's only as far as the single server is itself: its answers sent one and
+three at a time are compared with its batched ones, and an answer through the instances must equal
+the batched one up to where those part (the whole answer where they agree), leaving it before that
+only at a near-tie (the batched answer's top-1 margin there at most GPU_TIE_NATS). The single server may part
+from itself at any margin: routing picks the top experts, and a near-tie between two experts' scores
+flips with the rounding of another batch and moves the logits by nats. (Seen on an H200: prompt 5 of
+the batch, after "Pragol", is "a" at -0.09 in Hugging Face transformers' float32 and in the CPU
+backend, "," at -1.75 in transformers' bf16 and in the GPU's batch of one; layer 1's second and
+third experts are 7e-5 apart in float32.)
 
 Scenarios (each starts its own processes, so that one's faults cannot leak into the next):
   equal      32 concurrent greedy requests (streamed and not, chat and completions, prompts from a
@@ -62,7 +68,6 @@ REQUEST_TIMEOUT_S = 120
 LAYERWISE_TOKENS = 192   # prompts at least this long go layer by layer in the `equal` scenario
 FAULT_TIMEOUT_S = 4      # the bootstrap timeout of the fault scenarios' instances
 GPU_TIE_NATS = 1.0       # --gpu: an answer may leave the single server's where its top-1 margin was below this (bf16 drift over long answers)
-GPU_MAX_DRIFT_NATS = 3.0  # --gpu: the single server alone and batched must not part where its margin was above this
 PR_SET_PDEATHSIG = 1
 WORDS = ("river stone lantern copper meadow violet anchor harbor silver thunder quiet orchard marble "
          "falcon ember cedar").split()
@@ -326,10 +331,11 @@ def token_margins(text):
 
 
 class Reference(tuple):
-    """(status, text) of the single server's answer, with its tokens' margins on a GPU and the margin
-    below which another answer may part from it (the single server's own drift, at least GPU_TIE_NATS)."""
+    """(status, text) of the single server's answer, with its tokens' margins on a GPU and `stable`:
+    the length of the text that its answer sent alone shares with it (where the single server agrees
+    with itself; None: all of it)."""
     margins = None
-    tie_nats = GPU_TIE_NATS
+    stable = None
 
 
 def answer_text(text):
@@ -352,24 +358,22 @@ def reference_outputs(cluster, bodies):
         reference = Reference((200, answer_text(text)))
         reference.margins = token_margins(text)
         outputs.append(reference)
-    # The single server's own drift: the same requests one at a time, where the kernels see other
-    # batches. Where an answer alone parts from the batched one, the batched answer's margin there is
-    # what the numerics of another batch can flip; answers through the disaggregated instances (other
-    # batches again) may part from the reference below the largest such margin, never below
-    # GPU_TIE_NATS, and the single server may not part from itself above GPU_MAX_DRIFT_NATS.
-    drift = 0.0
-    for i, ((status, text), reference) in enumerate(zip(run_batch(single.base_url, bodies, workers=1), outputs)):
-        check(status == 200, f"the single server failed request {i} alone: {status} {text}")
-        if text != reference[1]:
-            token, margin = first_difference((status, text), reference)
-            check(margin is not None and margin <= GPU_MAX_DRIFT_NATS,
-                  f"the single server's answer {i} alone, {text!r}, parts from its batched answer "
-                  f"{reference[1]!r} at token {token!r} of top-1 margin {margin} nats")
-            drift = max(drift, margin)
-    for reference in outputs:
-        reference.tie_nats = max(GPU_TIE_NATS, drift)
-    print(f"  the single server alone and batched part at top-1 margins up to {drift:.3f} nats; other answers "
-          f"may part from it at margins up to {max(GPU_TIE_NATS, drift):.3f}", flush=True)
+    # The single server's own drift: the same requests one at a time and three at a time, where the
+    # kernels see other batches. An answer through the instances (other batches again) is held to the
+    # batched answer only as far as the single server's answers all agree.
+    parted, drift = set(), 0.0
+    for workers in (1, 3):
+        for i, ((status, text), reference) in enumerate(zip(run_batch(single.base_url, bodies, workers), outputs)):
+            check(status == 200, f"the single server failed request {i} ({workers} at a time): {status} {text}")
+            if text != reference[1]:
+                stable = common_prefix(text, reference[1])
+                reference.stable = stable if reference.stable is None else min(reference.stable, stable)
+                _, margin = first_difference((status, text), reference)
+                parted.add(i)
+                drift = max(drift, margin or 0.0)
+    print(f"  the single server one and three at a time parts from itself batched in {len(parted)} of {len(bodies)} "
+          f"answers, at top-1 margins up to {drift:.3f} nats; answers through the instances are held to its batched "
+          f"ones that far", flush=True)
     return single, outputs
 
 
@@ -478,28 +482,37 @@ def wait_unhealthy(router, worker, within_s=10):
         time.sleep(0.2)
 
 
+def common_prefix(a, b):
+    return next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
+
+
 def first_difference(got, want):
     """Where two answers part: the reference's token there and its top-1 margin (None when unknown)."""
-    text, other = want[1], got[1]
-    first = next((k for k in range(min(len(text), len(other))) if text[k] != other[k]), min(len(text), len(other)))
+    text = want[1]
+    first = common_prefix(text, got[1])
     at = 0
     for token, margin in getattr(want, "margins", None) or []:
-        if at + len(token) > first:
+        # A special token (end of sentence with ignore_eos) has its logprob but no text in the answer.
+        width = len(token) if text.startswith(token, at) else 0
+        if at + width > first:
             return token, margin
-        at += len(token)
+        at += width
     return None, None
 
 
 def same_output(got, want, gpu):
-    """Exact on the CPU. On a GPU the kernels differ with the batch, so a near-tie may resolve the
-    other way in another batch and the answer goes its own way from there: an answer equals the
-    single server's up to a token whose top-1 margin there was at most want.tie_nats."""
+    """Exact on the CPU. On a GPU the kernels differ with the batch: an answer equals the single
+    server's up to where the single server's own answers part (want.stable), or up to a token whose
+    top-1 margin there was at most GPU_TIE_NATS, a near-tie that another batch may resolve the other way."""
     if tuple(got) == tuple(want) or not gpu:
         return tuple(got) == tuple(want)
     if got[0] != 200 or want[0] != 200 or getattr(want, "margins", None) is None:
         return False
+    stable = getattr(want, "stable", None)
+    if stable is not None and common_prefix(got[1], want[1]) >= stable:
+        return True
     _, margin = first_difference(got, want)  # at the reference's token that holds the first difference
-    return margin is not None and margin <= want.tie_nats
+    return margin is not None and margin <= GPU_TIE_NATS
 
 
 def check_survivors(outputs, want, what, gpu=False):
