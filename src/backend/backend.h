@@ -267,6 +267,14 @@ class PendingTokens {
   virtual SampledTokens wait() = 0;
 };
 
+// A point in the device work queued so far (Backend::mark_work): reached() once all of that work
+// has run. Polled by the host, never waited on.
+class WorkMark {
+ public:
+  virtual ~WorkMark() = default;
+  virtual bool reached() = 0;
+};
+
 // Recorded device work that replays without the host launching each op (a CUDA graph).
 class StepGraph {
  public:
@@ -302,6 +310,13 @@ class Backend {
   virtual void begin_step(const StepContext& step) {}
   // Waits for the device work queued so far; throws on a device error (a no-op on the CPU).
   virtual void synchronize() {}
+  // A mark after the work queued so far, for the host to poll (a CUDA event on the stream); null
+  // where ops run as they are called (the CPU: the work has run).
+  virtual std::unique_ptr<WorkMark> mark_work() { return nullptr; }
+  // Work for the host while it waits for a step's sampled tokens (PendingTokens::wait): `poll` runs
+  // again and again until they are there (prefill/decode disaggregation posts each layer's KV pages
+  // as its mark is reached, while later layers compute). Empty: none. Not during graph capture.
+  virtual void set_wait_poll(std::function<void()> poll) {}
 
   // Records the device work `body` queues (after a begin_step; nothing runs) into a graph that
   // replays it. Tensors that body allocates come from a pool of their own, which later captures

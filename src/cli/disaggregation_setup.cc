@@ -23,9 +23,8 @@ std::pair<std::string, uint16_t> split_peer(const std::string& peer) {
 
 }  // namespace
 
-DisaggregationSetup::DisaggregationSetup(const DisaggregationSettings& settings, const std::string& host,
-                                         bool layerwise_given)
-    : settings_(settings), layerwise_given_(layerwise_given) {
+DisaggregationSetup::DisaggregationSetup(const DisaggregationSettings& settings, const std::string& host)
+    : settings_(settings) {
   // UCX reads its device list from the environment, before any agent exists.
   if (!settings.ib_devices.empty()) setenv("UCX_NET_DEVICES", settings.ib_devices.c_str(), 1);
   if (settings.role == DisaggregationRole::kPrefill) {
@@ -53,7 +52,7 @@ server::InstanceRole DisaggregationSetup::role() const {
 
 uint16_t DisaggregationSetup::bootstrap_port() const { return listener_ ? listener_->port() : 0; }
 
-runtime::DisaggregationConfig DisaggregationSetup::engine_config(bool on_gpu) const {
+runtime::DisaggregationConfig DisaggregationSetup::engine_config() const {
   runtime::DisaggregationConfig config;
   switch (settings_.role) {
     case DisaggregationRole::kPrefill: config.mode = runtime::DisaggregationMode::kPrefill; break;
@@ -67,13 +66,6 @@ runtime::DisaggregationConfig DisaggregationSetup::engine_config(bool on_gpu) co
   ucx.transfer_timeout = settings_.bootstrap_timeout / 2;
   config.make_transfer = [ucx] { return transfer::make_ucx_transfer(ucx); };
   config.layerwise_threshold = settings_.layerwise_threshold;
-  if (on_gpu) {
-    DSINFER_CHECK(!layerwise_given_ || settings_.role != DisaggregationRole::kPrefill,
-                  "--disaggregation-layerwise-threshold: on a GPU a prefill instance sends a prompt's pages whole, "
-                  "after its prefill (the layer-wise send needs each layer reported once its cache rows are written, "
-                  "which only the CPU does so far); leave the flag out");
-    config.layerwise_threshold = 0;
-  }
   if (client_) {
     config.announce = [client = client_](const std::string& peer, const runtime::KvDestination& destination,
                                          std::function<void(std::string)> done) {

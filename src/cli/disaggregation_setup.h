@@ -20,18 +20,15 @@ namespace dsinfer::cli {
 class DisaggregationSetup {
  public:
   // A prefill instance listens on host:settings.bootstrap_port at once (a destination before
-  // attach() gets a 400 saying the instance is loading). `layerwise_given`: the threshold flag was
-  // on the command line.
-  DisaggregationSetup(const DisaggregationSettings& settings, const std::string& host, bool layerwise_given);
+  // attach() gets a 400 saying the instance is loading).
+  DisaggregationSetup(const DisaggregationSettings& settings, const std::string& host);
   ~DisaggregationSetup();
 
   server::InstanceRole role() const;
   uint16_t bootstrap_port() const;  // a prefill instance's bound port; 0 for the others
 
-  // The engine's settings. On a GPU a prompt's pages go whole after its prefill: the layer-wise send
-  // needs each layer reported once its cache rows are written, which only the CPU executor does (a
-  // threshold given on the command line is then refused, naming why).
-  runtime::DisaggregationConfig engine_config(bool on_gpu) const;
+  // The engine's settings.
+  runtime::DisaggregationConfig engine_config() const;
 
   // Destinations go to `engine` from now on; detach() before the engine goes.
   void attach(runtime::Engine& engine);
@@ -39,7 +36,6 @@ class DisaggregationSetup {
 
  private:
   DisaggregationSettings settings_;
-  bool layerwise_given_;
   std::atomic<runtime::Engine*> engine_{nullptr};
   std::unique_ptr<server::KvBootstrapServer> listener_;
   std::shared_ptr<server::KvBootstrapClient> client_;

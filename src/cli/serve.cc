@@ -108,8 +108,7 @@ int run_serve(int argc, char** argv) {
   check_serve_flags(flags);
   const server::HttpServerOptions http = http_options(flags);
   // A prefill instance's bootstrap listener binds now, so that /server_info names its port.
-  DisaggregationSetup disaggregation(disaggregation_settings(flags), http.host,
-                                     flags.given("disaggregation-layerwise-threshold"));
+  DisaggregationSetup disaggregation(disaggregation_settings(flags), http.host);
   // The ranges of the numbers were checked while parsing (serve_flags); what needs more is checked
   // here, before the model loads, except what needs the model (below).
   const int64_t threads = flags.get_int("threads");
@@ -184,7 +183,7 @@ int run_serve(int argc, char** argv) {
   config.seed = static_cast<uint64_t>(flags.get_int("seed"));
   config.cuda_graph_max_batch = cuda_graph_max_batch(flags);
   config.overlap_schedule = !flags.get_bool("disable-overlap-schedule");
-  config.disaggregation = disaggregation.engine_config(model.backend().device() != Device::kCpu);
+  config.disaggregation = disaggregation.engine_config();
   if (model.backend().device() != Device::kCpu && config.num_pages == 0) {
     // The GPU's memory plan: a dry run of the largest steps, then pages from what is left. A sharded
     // model plans on every rank at once (the dry runs' collectives need them all); the rank with the

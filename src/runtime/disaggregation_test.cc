@@ -16,7 +16,7 @@ namespace {
 using namespace testing;
 
 // The model's executor as other executors show themselves: without a cache the handoff can register
-// (a sharded model's ranks each hold their own), or without layer reports (a GPU).
+// (a sharded model's ranks each hold their own), or without layer reports.
 class MaskedExecutor final : public StepExecutor {
  public:
   MaskedExecutor(std::unique_ptr<StepExecutor> inner, bool cache, bool layers)
@@ -34,6 +34,53 @@ class MaskedExecutor final : public StepExecutor {
  private:
   std::unique_ptr<StepExecutor> inner_;
   bool cache_, layers_;
+};
+
+// A device's layer reports, on the CPU: after_layer comes as each layer is queued, and the layer is
+// written later. Its marks are reached one at a time while the engine waits for the step's tokens
+// (the wait poll runs before each), the last before the tokens come back.
+class DeviceLikeExecutor final : public StepExecutor {
+ public:
+  explicit DeviceLikeExecutor(std::unique_ptr<StepExecutor> inner) : inner_(std::move(inner)) {}
+  backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
+    backend::SampledTokens tokens = inner_->run(batch, sampling);
+    while (state_->reached < state_->made) {
+      if (poll_) {
+        poll_();
+        ++state_->polls_with_layers_pending;
+      }
+      ++state_->reached;
+    }
+    if (poll_) poll_();
+    return tokens;
+  }
+  std::unique_ptr<backend::WorkMark> mark_work() override {
+    return std::make_unique<Mark>(state_, state_->made++);
+  }
+  void set_wait_poll(std::function<void()> poll) override { poll_ = std::move(poll); }
+  model::LatentCache* kv_cache() override { return inner_->kv_cache(); }
+  int64_t reported_layers() const override { return inner_->reported_layers(); }
+  int64_t vocab_size() const override { return inner_->vocab_size(); }
+  int64_t max_model_len() const override { return inner_->max_model_len(); }
+  int64_t num_pages() const override { return inner_->num_pages(); }
+  std::vector<int32_t> eos_token_ids() const override { return inner_->eos_token_ids(); }
+
+  struct State {
+    int64_t made = 0, reached = 0;  // marks
+    int64_t polls_with_layers_pending = 0;
+  };
+  std::shared_ptr<const State> state() const { return state_; }
+
+ private:
+  struct Mark final : backend::WorkMark {
+    Mark(std::shared_ptr<const State> state, int64_t index) : state(std::move(state)), index(index) {}
+    bool reached() override { return index < state->reached; }
+    std::shared_ptr<const State> state;
+    int64_t index;
+  };
+  std::unique_ptr<StepExecutor> inner_;
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+  std::function<void()> poll_;
 };
 
 class DisaggregationTest : public ::testing::Test {
@@ -86,6 +133,45 @@ class DisaggregationTest : public ::testing::Test {
     expect_every_page_back(pair.decode());
   }
 
+  // The layer-wise sends of the tests below, through the pair: every prompt's destination first, so
+  // that every layer-wise prompt finds its own when its last chunk is planned; long_prompts: how many
+  // went layer by layer.
+  static void expect_layerwise_outputs(PdPair& pair, int64_t& long_prompts) {
+    pair.announcer->set(Announcer::Policy::kHold);
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<RequestOptions> requests;
+    make_requests(prompts, requests);
+    const std::vector<std::shared_ptr<Collector>> expected = reference_outputs(*models_, prompts, requests);
+    std::vector<Handed> handed;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestOptions o = requests[i];
+      o.kv_handoff = handoff(KvHandoff::Role::kReceive, str_cat("room-", i));
+      handed.emplace_back();
+      handed.back().decode_id = pair.decode().submit(prompts[i], o, Collector::sink(handed.back().decode));
+    }
+    for (int i = 0; i < 2000 && pair.announcer->count() < prompts.size(); ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_EQ(pair.announcer->count(), prompts.size());
+    pair.announcer->deliver_held();
+    std::this_thread::sleep_for(20ms);  // the prefill engine takes them in
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestOptions o = requests[i];
+      o.kv_handoff = handoff(KvHandoff::Role::kSend, str_cat("room-", i));
+      pair.prefill().submit(prompts[i], o, Collector::sink(handed[i].prefill));
+    }
+    long_prompts = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_TRUE(handed[i].decode->wait());
+      EXPECT_EQ(handed[i].decode->reason, FinishReason::kLength) << handed[i].decode->error;
+      EXPECT_EQ(handed[i].decode->tokens, expected[i]->tokens) << "request " << i;
+      ASSERT_TRUE(handed[i].prefill->wait());
+      long_prompts += prompts[i].size() >= 100;
+    }
+    EXPECT_EQ(pair.prefill().stats().kv_pushes, 32);
+    EXPECT_EQ(pair.prefill().stats().kv_layerwise_pushes, long_prompts);
+    expect_every_page_back(pair.prefill());
+    expect_every_page_back(pair.decode());
+  }
+
   static Models* models_;
 };
 
@@ -103,41 +189,33 @@ TEST_F(DisaggregationTest, LayerWiseSendsGiveTheSameOutputs) {
   PairOptions options;
   options.layerwise_threshold = 100;  // the longer prompts layer by layer, the shorter whole
   PdPair pair(*models_, options);
-  // Destinations first, so that every layer-wise prompt finds its own when its last chunk is planned.
-  pair.announcer->set(Announcer::Policy::kHold);
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<RequestOptions> requests;
-  make_requests(prompts, requests);
-  const std::vector<std::shared_ptr<Collector>> expected = reference_outputs(*models_, prompts, requests);
-  std::vector<Handed> handed;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestOptions o = requests[i];
-    o.kv_handoff = KvHandoff{KvHandoff::Role::kReceive, str_cat("room-", i)};
-    handed.emplace_back();
-    handed.back().decode_id = pair.decode().submit(prompts[i], o, Collector::sink(handed.back().decode));
-  }
-  for (int i = 0; i < 2000 && pair.announcer->count() < prompts.size(); ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_EQ(pair.announcer->count(), prompts.size());
-  pair.announcer->deliver_held();
-  std::this_thread::sleep_for(20ms);  // the prefill engine takes them in
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestOptions o = requests[i];
-    o.kv_handoff = KvHandoff{KvHandoff::Role::kSend, str_cat("room-", i)};
-    pair.prefill().submit(prompts[i], o, Collector::sink(handed[i].prefill));
-  }
   int64_t long_prompts = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    ASSERT_TRUE(handed[i].decode->wait());
-    EXPECT_EQ(handed[i].decode->reason, FinishReason::kLength) << handed[i].decode->error;
-    EXPECT_EQ(handed[i].decode->tokens, expected[i]->tokens) << "request " << i;
-    ASSERT_TRUE(handed[i].prefill->wait());
-    long_prompts += prompts[i].size() >= 100;
-  }
-  EXPECT_EQ(pair.prefill().stats().kv_pushes, 32);
-  EXPECT_EQ(pair.prefill().stats().kv_layerwise_pushes, long_prompts);
+  expect_layerwise_outputs(pair, long_prompts);
   EXPECT_GT(long_prompts, 0);
-  expect_every_page_back(pair.prefill());
-  expect_every_page_back(pair.decode());
+}
+
+// As a GPU runs them: each layer's pages go once its mark says the device has written it, from the
+// engine's wait for the step's tokens, in order.
+TEST_F(DisaggregationTest, LayerWiseSendsWaitForEachLayerToBeWritten) {
+  PairOptions options;
+  options.layerwise_threshold = 100;
+  std::shared_ptr<const DeviceLikeExecutor::State> device;
+  options.wrap_prefill_executor = [&](std::unique_ptr<StepExecutor> inner) {
+    auto wrapped = std::make_unique<DeviceLikeExecutor>(std::move(inner));
+    device = wrapped->state();
+    return wrapped;
+  };
+  PdPair pair(*models_, options);
+  int64_t long_prompts = 0;
+  expect_layerwise_outputs(pair, long_prompts);
+  EXPECT_GT(long_prompts, 0);
+  ASSERT_NE(device, nullptr);
+  // A mark for every decoder layer of every step that computed a layer-wise prompt's last chunk.
+  const int64_t layers = models_->prefill.model->config().num_hidden_layers;
+  EXPECT_GE(device->made, layers);
+  EXPECT_EQ(device->made % layers, 0);
+  EXPECT_EQ(device->reached, device->made);
+  EXPECT_GT(device->polls_with_layers_pending, 0);
 }
 
 TEST_F(DisaggregationTest, EveryPromptLayerWiseStillMatches) {
@@ -239,8 +317,8 @@ TEST_F(DisaggregationTest, RefusesWhatItDoesNotTake) {
     }
   };
   RequestOptions send = greedy(4), receive = greedy(4);
-  send.kv_handoff = KvHandoff{KvHandoff::Role::kSend, "r"};
-  receive.kv_handoff = KvHandoff{KvHandoff::Role::kReceive, "r"};
+  send.kv_handoff = handoff(KvHandoff::Role::kSend, "r");
+  receive.kv_handoff = handoff(KvHandoff::Role::kReceive, "r");
   refused(plain, send, RequestPart::kKvHandoff);
   refused(pair.decode(), send, RequestPart::kKvHandoff);
   refused(pair.prefill(), receive, RequestPart::kKvHandoff);
@@ -261,7 +339,7 @@ TEST_F(DisaggregationTest, RefusesWhatItDoesNotTake) {
   EXPECT_FALSE(pair.decode().kv_endpoint().cache_description.empty());
 
   // A decode engine without an announce; executors without a cache to register (a sharded model's)
-  // or whose steps report no layers (a GPU's): layer-wise sends refused there, whole ones taken.
+  // or whose steps report no layers: layer-wise sends refused there, whole ones taken.
   EngineConfig decode;
   decode.num_pages = 16;
   decode.disaggregation.mode = DisaggregationMode::kDecode;

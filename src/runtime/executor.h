@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -98,9 +99,15 @@ class StepExecutor {
   // sharded model, whose every rank holds a cache of its own).
   virtual model::LatentCache* kv_cache() { return nullptr; }
   // How many cache layers ForwardBatch::after_layer reports, layer 0 first, each once the step's
-  // rows of it are written: the decoder layers on the CPU, where ops run as they are called; 0 where
-  // the call comes before the device has written them (a GPU).
+  // rows of it are queued (on the CPU: written, ops run as they are called); 0 where it reports none
+  // (a sharded model, whose ranks each write a cache of their own).
   virtual int64_t reported_layers() const { return 0; }
+  // A mark after the device work queued so far (Backend::mark_work), for the host to poll: from
+  // after_layer, it is reached once the layer's rows are written. Null where that work has run (the
+  // CPU) or where there is no one backend.
+  virtual std::unique_ptr<backend::WorkMark> mark_work() { return nullptr; }
+  // Backend::set_wait_poll of its backend: `poll` runs while the executor waits for a step's tokens.
+  virtual void set_wait_poll(std::function<void()> poll) {}
 
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_model_len() const = 0;

@@ -87,7 +87,11 @@ void check_kv_handoff(const RequestOptions& options, DisaggregationMode mode) {
 
 KvHandoffDriver::KvHandoffDriver(const DisaggregationConfig& config, StepExecutor& executor, PagePool& pool,
                                  std::function<void()> wake)
-    : config_(config), pool_(pool), reported_layers_(executor.reported_layers()), drafts_(executor.can_draft()) {
+    : config_(config),
+      executor_(executor),
+      pool_(pool),
+      reported_layers_(executor.reported_layers()),
+      drafts_(executor.can_draft()) {
   DSINFER_CHECK(config_.mode != DisaggregationMode::kNone, "KV handoff: the engine does not disaggregate");
   model::LatentCache* cache = executor.kv_cache();
   DSINFER_CHECK(cache != nullptr, "prefill/decode disaggregation moves the KV cache of a model on one rank; this "
@@ -99,8 +103,9 @@ KvHandoffDriver::KvHandoffDriver(const DisaggregationConfig& config, StepExecuto
                 config_.layerwise_threshold);
   if (config_.mode == DisaggregationMode::kPrefill)
     DSINFER_CHECK(config_.layerwise_threshold == 0 || reported_layers_ > 0, "layer-wise KV sends (layerwise_threshold ",
-                  config_.layerwise_threshold, ") post each layer once the step has written it, which only the CPU "
-                  "backend reports so far; on this device set layerwise_threshold to 0 (whole-request sends)");
+                  config_.layerwise_threshold, ") post each layer once the step has written it, which this "
+                  "executor does not report (a sharded model's ranks); set layerwise_threshold to 0 (whole-request "
+                  "sends)");
   if (config_.mode == DisaggregationMode::kDecode)
     DSINFER_CHECK(static_cast<bool>(config_.announce), "a decode instance needs an announce callback, which hands "
                   "each request's destination to its prefill instance");
@@ -109,9 +114,17 @@ KvHandoffDriver::KvHandoffDriver(const DisaggregationConfig& config, StepExecuto
   regions_ = std::make_unique<CacheRegions>(*agent_, *cache);
   endpoint_ = {agent_->address(), regions_->describe()};
   mailbox_ = std::make_shared<Mailbox>(std::move(wake));
+  // While the engine waits for a step's tokens, the layers the device has run go out.
+  if (config_.mode == DisaggregationMode::kPrefill && config_.layerwise_threshold > 0)
+    executor_.set_wait_poll([this] {
+      post_written_layers();
+      progress_transport();
+    });
 }
 
 KvHandoffDriver::~KvHandoffDriver() {
+  executor_.set_wait_poll({});  // the engine's executor outlives its handoff
+  written_.clear();
   mailbox_->close();
   regions_.reset();
   agent_.reset();
@@ -250,10 +263,26 @@ bool KvHandoffDriver::arm_layerwise(const Sequence& sender) {
 }
 
 void KvHandoffDriver::layer_written(const std::vector<RequestId>& senders, int64_t layer) {
+  std::unique_ptr<backend::WorkMark> mark = executor_.mark_work();
+  if (mark == nullptr && written_.empty()) return post_layer(senders, layer);  // the layer has run (the CPU)
+  written_.push_back({senders, layer, std::move(mark)});
+  post_written_layers();
+}
+
+void KvHandoffDriver::post_written_layers() {
+  while (!written_.empty() && (written_.front().mark == nullptr || written_.front().mark->reached())) {
+    const Written written = std::move(written_.front());
+    written_.pop_front();
+    post_layer(written.senders, written.layer);
+  }
+}
+
+void KvHandoffDriver::post_layer(const std::vector<RequestId>& senders, int64_t layer) {
   for (RequestId id : senders) {
     auto it = sends_.find(id);
     if (it == sends_.end()) continue;
     Send& send = it->second;
+    // A layer posted already went with the rest when the first token came (finish_posting).
     if (send.closed || !send.error.empty() || layer != send.next_layer || layer >= reported_layers_) continue;
     post_layers(send, layer, layer + 1, {});
   }
@@ -462,6 +491,7 @@ void KvHandoffDriver::progress_transport() {
 }
 
 std::vector<HandoffEvent> KvHandoffDriver::progress() {
+  post_written_layers();
   std::vector<HandoffEvent> events;
   const Clock::time_point now = Clock::now();
   std::erase_if(destinations_, [&](const auto& entry) { return now - entry.second.at > config_.bootstrap_timeout; });

@@ -7,9 +7,10 @@
 // destination of its room (which may have come before the request, or comes later), one transfer a
 // cache layer, the last with the note. A prompt of at least layerwise_threshold tokens whose
 // destination is known when its last chunk is planned goes layer by layer instead: the step reports
-// each decoder layer once its rows are written (ForwardBatch::after_layer) and that layer is posted
-// while the next ones compute; once the token is sampled the rest (the MTP modules' layers) follow
-// with the note, or the note alone.
+// each decoder layer once its rows are queued (ForwardBatch::after_layer), and that layer is posted
+// once the executor's mark after it is reached (the device has written it), while the next ones
+// compute; once the token is sampled the rest (the MTP modules' layers) follow with the note, or the
+// note alone.
 //
 // Decode side (D). A request that receives is admitted like a new one (pages for its whole prompt,
 // its prefix-cache hits kept), then announces a destination for the pages past its hits and waits;
@@ -32,6 +33,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -78,7 +80,10 @@ class KvHandoffDriver {
   std::function<void(KvDestination)> destination_sink() const;
 
   // P, planning the step that computes the sender's last prompt chunk: true when its pages go layer
-  // by layer during that step (call layer_written from its ForwardBatch::after_layer).
+  // by layer during that step (call layer_written from its ForwardBatch::after_layer). A layer is
+  // posted once the executor's mark after it is reached (StepExecutor::mark_work: at once on the CPU;
+  // on a GPU when the device has run the layer, polled between layers, while the engine waits for a
+  // step's tokens, and by progress()).
   bool arm_layerwise(const Sequence& sender);
   void layer_written(const std::vector<RequestId>& senders, int64_t layer);
   // P: the sender's first token is sampled; its pages go once its destination is there.
@@ -138,7 +143,16 @@ class KvHandoffDriver {
     Clock::time_point at;
   };
 
+  // A layer that a step has queued for layer-wise senders, posted once its mark is reached.
+  struct Written {
+    std::vector<RequestId> senders;
+    int64_t layer = 0;
+    std::unique_ptr<backend::WorkMark> mark;
+  };
+
   static Send new_send(const Sequence& sender);
+  void post_layer(const std::vector<RequestId>& senders, int64_t layer);
+  void post_written_layers();  // those whose marks are reached, in the order they were queued
   std::string prepare_push(Send& send, const KvDestination& destination, Clock::time_point arrived);
   void post_layers(Send& send, int64_t first, int64_t last, const transfer::Blob& note);
   void finish_posting(Send& send);  // the rest of the layers with the note
@@ -151,7 +165,9 @@ class KvHandoffDriver {
   void release(const std::vector<int32_t>& pages);
 
   DisaggregationConfig config_;
+  StepExecutor& executor_;
   PagePool& pool_;
+  std::deque<Written> written_;
   int64_t reported_layers_;
   bool drafts_;
   std::unique_ptr<transfer::KvTransfer> agent_;

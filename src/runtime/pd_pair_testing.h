@@ -155,6 +155,15 @@ struct Announcer {
   }
 };
 
+// A request's KvHandoff: its role and room (no bootstrap peer: the tests' announcer takes every
+// destination).
+inline KvHandoff handoff(KvHandoff::Role role, std::string room) {
+  KvHandoff out;
+  out.role = role;
+  out.room = std::move(room);
+  return out;
+}
+
 struct PairOptions {
   std::chrono::milliseconds bootstrap_timeout = 20s;
   int64_t layerwise_threshold = 0;
@@ -163,6 +172,8 @@ struct PairOptions {
   std::chrono::milliseconds transfer_timeout = 5s;  // the prefill agent's
   int64_t prefill_pages = 96;
   int64_t decode_pages = 64;
+  // The prefill engine's executor from the model's (drafts 0): a stand-in for another device.
+  std::function<std::unique_ptr<StepExecutor>(std::unique_ptr<StepExecutor>)> wrap_prefill_executor;
 };
 
 struct Handed {
@@ -199,9 +210,9 @@ class PdPair {
   // One request to both sides, the decode side first (as a router may).
   Handed submit(const std::vector<int32_t>& prompt, RequestOptions options, const std::string& room) {
     Handed handed;
-    options.kv_handoff = KvHandoff{KvHandoff::Role::kReceive, room};
+    options.kv_handoff = handoff(KvHandoff::Role::kReceive, room);
     handed.decode_id = decode_->submit(prompt, options, Collector::sink(handed.decode));
-    options.kv_handoff = KvHandoff{KvHandoff::Role::kSend, room};
+    options.kv_handoff = handoff(KvHandoff::Role::kSend, room);
     handed.prefill_id = prefill_->submit(prompt, options, Collector::sink(handed.prefill));
     return handed;
   }
@@ -227,9 +238,16 @@ class PdPair {
   }
   void start_prefill() {
     const int drafts = options_.prefill_drafts >= 0 ? options_.prefill_drafts : options_.drafts;
-    prefill_ = std::make_unique<Engine>(
-        *models_.prefill.model, models_.tokenizer,
-        config(DisaggregationMode::kPrefill, options_.prefill_pages, drafts, options_.transfer_timeout, prefill_agent));
+    EngineConfig prefill =
+        config(DisaggregationMode::kPrefill, options_.prefill_pages, drafts, options_.transfer_timeout, prefill_agent);
+    if (options_.wrap_prefill_executor) {
+      DSINFER_CHECK(drafts == 0, "pd_pair_testing: a wrapped prefill executor drafts nothing");
+      prefill_ = std::make_unique<Engine>(
+          options_.wrap_prefill_executor(make_model_executor(*models_.prefill.model, options_.prefill_pages)),
+          models_.tokenizer, prefill);
+    } else {
+      prefill_ = std::make_unique<Engine>(*models_.prefill.model, models_.tokenizer, prefill);
+    }
     announcer->prefill = prefill_.get();
   }
 

@@ -7,8 +7,8 @@ their KV pages moving over UCX's TCP transport, against a server that runs both 
 
 With --gpu (scripts/gpu-test.sh's `pd` step) every instance runs on the GPU, the instances of a
 scenario side by side on one device, and the pages move by CUDA IPC (UCX's cuda_ipc and cuda_copy,
-TCP for the notes); a prefill instance there sends a prompt's pages whole, so `layerwise` is left out
-(and `sglang_router`, a protocol check CI runs). There the kernels differ with the batch, so an
+TCP for the notes), a layer-wise prompt's layers each once the device has written it; `sglang_router`,
+a protocol check CI runs, is left out there. There the kernels differ with the batch, so an
 answer is the single server's only as far as the single server is itself: its answers sent one and
 three at a time are compared with its batched ones, and an answer through the instances must equal
 the batched one up to where those part (the whole answer where they agree), leaving it before that
@@ -169,11 +169,7 @@ class Cluster:
             command += ["--disaggregation-mode", mode, "--disaggregation-ucx-transports", transports]
             if mode == "prefill":
                 command += ["--disaggregation-bootstrap-port", "0"]
-        extra = list(extra)
-        if self.args.gpu and "--disaggregation-layerwise-threshold" in extra:  # whole sends on a GPU
-            at = extra.index("--disaggregation-layerwise-threshold")
-            del extra[at:at + 2]
-        command += extra
+        command += list(extra)
         process = Process(f"{self.scenario}-{name}", command, self.args.logs)
         self.processes.append(process)
         return process
@@ -425,7 +421,12 @@ def scenario_layerwise(args):
             d = cluster.start(cluster.serve(f"decode-{name}", "decode"))[0]
             router = cluster.start(cluster.router(f"router-{name}", [p], [d]))[0]
             outputs[name] = run_batch(router.base_url, bodies)
-            expect_equal(outputs[name], want, name)
+            expect_equal(outputs[name], want, name, args.gpu)
+            # A prompt goes layer by layer where its destination came before its last chunk was planned.
+            layerwise = metric(p, "dsinfer:kv_layerwise_pushes_total")
+            print(f"  {name}: {layerwise:.0f} of {len(bodies)} pushes layer by layer", flush=True)
+            check(layerwise > 0 if name == "all-layerwise" else layerwise == 0,
+                  f"{name}: {layerwise:.0f} layer-wise pushes for {len(bodies)} requests")
             wait_no_pages_held([p, d], 10)
     finally:
         cluster.stop()
@@ -675,8 +676,8 @@ def main():
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
     failed = []
     for name, scenario in SCENARIOS.items():
-        # On a GPU: no layer-wise sends, and SGLang's router (a protocol check, run by CI) needs .deps/venv.
-        if (args.only and name not in args.only) or (args.gpu and name in ("layerwise", "sglang_router")):
+        # On a GPU: SGLang's router (a protocol check, run by CI) needs .deps/venv.
+        if (args.only and name not in args.only) or (args.gpu and name == "sglang_router"):
             continue
         start = time.monotonic()
         try:

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include <cstring>
+#include <thread>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_memory.h"
@@ -59,6 +60,34 @@ void expect_positions(const std::vector<int32_t>& positions, const RopeTable& ta
     DSINFER_CHECK(p >= 0 && p < table.cos.dim(0), op, ": position ", p, " outside the table");
 }
 
+// Whether `event` has completed, without waiting: cudaEventQuery's "not ready" is an answer, not an
+// error (cleared where the runtime left it as the last error, so that no later launch check sees it).
+bool event_done(cudaEvent_t event) {
+  const cudaError_t status = cudaEventQuery(event);
+  if (status == cudaSuccess) return true;
+  if (status != cudaErrorNotReady) DSINFER_CUDA_CHECK(status);
+  if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+  return false;
+}
+
+// Backend::mark_work: an event recorded on the stream, polled by the host.
+class CudaWorkMark final : public WorkMark {
+ public:
+  explicit CudaWorkMark(cudaStream_t stream) {
+    DSINFER_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    DSINFER_CUDA_CHECK(cudaEventRecord(event_, stream));
+  }
+  ~CudaWorkMark() override { cudaEventDestroy(event_); }
+  CudaWorkMark(const CudaWorkMark&) = delete;
+  CudaWorkMark& operator=(const CudaWorkMark&) = delete;
+
+  bool reached() override { return reached_ = reached_ || event_done(event_); }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+  bool reached_ = false;
+};
+
 // A captured step: one cudaGraphExec_t, replayed on the backend's stream when the step's metadata
 // sits where the captured step's did. Lives no longer than its backend.
 class CudaGraph final : public StepGraph {
@@ -105,6 +134,16 @@ class CudaBackend final : public Backend, public CudaContext {
   std::shared_ptr<void> allocate_bytes(size_t bytes) override { return allocator_->allocate_bytes(bytes); }
   StepMetadata& metadata() override { return *metadata_; }
   int sm_count() const override { return sm_count_; }
+  void wait_for(cudaEvent_t event) override {
+    if (!wait_poll_) {
+      DSINFER_CUDA_CHECK(cudaEventSynchronize(event));
+      return;
+    }
+    while (!event_done(event)) {
+      wait_poll_();
+      std::this_thread::yield();
+    }
+  }
 
   std::string name() const override { return "cuda"; }
   Device device() const override { return Device::kCuda; }
@@ -122,6 +161,11 @@ class CudaBackend final : public Backend, public CudaContext {
   }
 
   void synchronize() override { DSINFER_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  std::unique_ptr<WorkMark> mark_work() override {
+    DSINFER_CUDA_CHECK(cudaSetDevice(device_));
+    return std::make_unique<CudaWorkMark>(stream_);
+  }
+  void set_wait_poll(std::function<void()> poll) override { wait_poll_ = std::move(poll); }
 
   // Relaxed capture mode: a cudaMalloc for a size the graph pool has not seen is legal while
   // recording (it enqueues nothing); a synchronizing call still invalidates the capture and throws.
@@ -514,6 +558,7 @@ class CudaBackend final : public Backend, public CudaContext {
   std::shared_ptr<DeviceAllocator> allocator_;
   std::unique_ptr<StepMetadata> metadata_;
   std::unique_ptr<CudaOps> ops_;
+  std::function<void()> wait_poll_;  // set_wait_poll's
 };
 
 }  // namespace

@@ -20,6 +20,8 @@ class CudaContext {
   virtual std::shared_ptr<void> allocate_bytes(size_t bytes) = 0;
   virtual StepMetadata& metadata() = 0;
   virtual int sm_count() const = 0;
+  // Waits for `event`, running the backend's wait poll (Backend::set_wait_poll) meanwhile if it has one.
+  virtual void wait_for(cudaEvent_t event) = 0;
 };
 
 class CudaOps {

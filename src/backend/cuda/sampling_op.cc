@@ -57,8 +57,8 @@ struct DownloadLayout {
 // One queued sampling: its device results and its slot's host copy.
 class QueuedTokens final : public PendingTokens {
  public:
-  QueuedTokens(SamplingOp::Slot& slot, DownloadLayout layout, std::shared_ptr<void> device_out)
-      : slot_(slot), generation_(slot.generation), layout_(layout) {
+  QueuedTokens(CudaContext& context, SamplingOp::Slot& slot, DownloadLayout layout, std::shared_ptr<void> device_out)
+      : context_(context), slot_(slot), generation_(slot.generation), layout_(layout) {
     auto* tokens = static_cast<int32_t*>(device_out.get()) + layout.tokens_at / sizeof(int32_t);
     device_tokens_ = Tensor::wrap(tokens, DType::kI32, {layout.rows}, Device::kCuda, std::move(device_out));
   }
@@ -68,7 +68,7 @@ class QueuedTokens final : public PendingTokens {
   SampledTokens wait() override {
     DSINFER_CHECK(slot_.generation == generation_,
                   "sample_tokens: a third sampling was queued before this one was waited for");
-    DSINFER_CUDA_CHECK(cudaEventSynchronize(slot_.done));
+    context_.wait_for(slot_.done);
     const int64_t B = layout_.rows;
     const int top_n = layout_.top_n;
     const char* back = static_cast<const char*>(slot_.download.data());
@@ -89,6 +89,7 @@ class QueuedTokens final : public PendingTokens {
   }
 
  private:
+  CudaContext& context_;
   SamplingOp::Slot& slot_;
   uint64_t generation_;
   DownloadLayout layout_;
@@ -216,7 +217,7 @@ std::unique_ptr<PendingTokens> SamplingOp::queue(Tensor& logits, const SamplingB
   if (down.bytes > 0)
     DSINFER_CUDA_CHECK(cudaMemcpyAsync(slot.download.data(), result, down.bytes, cudaMemcpyDeviceToHost, stream));
   DSINFER_CUDA_CHECK(cudaEventRecord(slot.done, stream));
-  return std::make_unique<QueuedTokens>(slot, down, std::move(device_out));
+  return std::make_unique<QueuedTokens>(context_, slot, down, std::move(device_out));
 }
 
 }  // namespace dsinfer::backend::cuda
