@@ -96,7 +96,8 @@ one_gpu_steps=(
   # every destination page's bytes checked (kv_transfer_bench --check).
   "transfer|$build/bench/kv_transfer_bench --check"
   # Prefill/decode disaggregation end to end on this GPU: router, prefill and decode processes side by
-  # side, pages by CUDA IPC, against a server of both phases, and the faults (tests/pd/pd_test.py).
+  # side, pages by CUDA IPC (whole, and layer by layer as the device writes each layer), against a
+  # server of both phases, and the faults (tests/pd/pd_test.py).
   "pd|python3 tests/pd/pd_test.py --gpu --dsinfer $build/dsinfer --logs $logs/pd"
   "overlap|$build/src/runtime/overlap_executor_test"
 )
