@@ -314,9 +314,10 @@ class Backend {
   // where ops run as they are called (the CPU: the work has run).
   virtual std::unique_ptr<WorkMark> mark_work() { return nullptr; }
   // Work for the host while it waits for a step's sampled tokens (PendingTokens::wait): `poll` runs
-  // again and again until they are there (prefill/decode disaggregation posts each layer's KV pages
-  // as its mark is reached, while later layers compute). Empty: none. Not during graph capture.
-  virtual void set_wait_poll(std::function<void()> poll) {}
+  // again and again until they are there, as long as it returns true (it has work left; once it
+  // returns false the wait blocks as without it). Prefill/decode disaggregation posts each layer's
+  // KV pages there as its mark is reached, while later layers compute. Empty: none.
+  virtual void set_wait_poll(std::function<bool()> poll) {}
 
   // Records the device work `body` queues (after a begin_step; nothing runs) into a graph that
   // replays it. Tensors that body allocates come from a pool of their own, which later captures

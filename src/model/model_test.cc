@@ -315,9 +315,10 @@ TEST(CacheFormats, Fp8CachesKeepTheBundledModelsDistributions) {
       const Tensor& ref = reference.logits[step];
       std::vector<float> sorted(ref.data<float>(), ref.data<float>() + ref.dim(1));
       std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-      if (sorted[0] - sorted[1] > 1.0f)
+      if (sorted[0] - sorted[1] > 1.0f) {
         EXPECT_EQ(argmax_row(fp8.logits[step], 0), argmax_row(ref, 0))
             << cache_format_name(format) << " step " << step << ", margin " << sorted[0] - sorted[1];
+      }
     }
     const std::string name(cache_format_name(format)), compute(dtype_name(backend->compute_dtype()));
     std::printf("%s: KL from the %s cache over %zu steps: mean %.3g, worst %.3g\n", name.c_str(), compute.c_str(),
@@ -516,8 +517,9 @@ TEST(W4A8Experts, TheBundledModelInInt4StaysNearItsBf16Logits) {
     same_top1 += argmax_row(reference, row) == argmax_row(int4, row);
     std::vector<float> sorted(ref, ref + vocab);
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-    if (sorted[0] - sorted[1] > 1.0f)
+    if (sorted[0] - sorted[1] > 1.0f) {
       EXPECT_EQ(argmax_row(int4, row), argmax_row(reference, row)) << "row " << row << ", margin " << sorted[0] - sorted[1];
+    }
   }
   std::printf("W4A8 experts: KL from bf16 over %lld prompt rows: mean %.3g, worst %.3g; top-1 kept in %d\n",
               static_cast<long long>(reference.dim(0)), total / reference.dim(0), worst, same_top1);

@@ -38,26 +38,27 @@ class MaskedExecutor final : public StepExecutor {
 
 // A device's layer reports, on the CPU: after_layer comes as each layer is queued, and the layer is
 // written later. Its marks are reached one at a time while the engine waits for the step's tokens
-// (the wait poll runs before each), the last before the tokens come back.
+// (the wait poll runs before each, while it says it has work), the last before the tokens come back.
 class DeviceLikeExecutor final : public StepExecutor {
  public:
   explicit DeviceLikeExecutor(std::unique_ptr<StepExecutor> inner) : inner_(std::move(inner)) {}
   backend::SampledTokens run(const model::ForwardBatch& batch, const backend::SamplingBatch& sampling) override {
     backend::SampledTokens tokens = inner_->run(batch, sampling);
+    bool polling = static_cast<bool>(poll_);  // until the poll says it has nothing left
     while (state_->reached < state_->made) {
-      if (poll_) {
-        poll_();
+      if (polling) {
+        polling = poll_();
         ++state_->polls_with_layers_pending;
       }
       ++state_->reached;
     }
-    if (poll_) poll_();
+    if (polling) poll_();
     return tokens;
   }
   std::unique_ptr<backend::WorkMark> mark_work() override {
     return std::make_unique<Mark>(state_, state_->made++);
   }
-  void set_wait_poll(std::function<void()> poll) override { poll_ = std::move(poll); }
+  void set_wait_poll(std::function<bool()> poll) override { poll_ = std::move(poll); }
   model::LatentCache* kv_cache() override { return inner_->kv_cache(); }
   int64_t reported_layers() const override { return inner_->reported_layers(); }
   int64_t vocab_size() const override { return inner_->vocab_size(); }
@@ -80,7 +81,7 @@ class DeviceLikeExecutor final : public StepExecutor {
   };
   std::unique_ptr<StepExecutor> inner_;
   std::shared_ptr<State> state_ = std::make_shared<State>();
-  std::function<void()> poll_;
+  std::function<bool()> poll_;
 };
 
 class DisaggregationTest : public ::testing::Test {

@@ -97,7 +97,7 @@ class ModelExecutor final : public StepExecutor {
   model::LatentCache* kv_cache() override { return &cache_; }
   int64_t reported_layers() const override { return model_.config().num_hidden_layers; }
   std::unique_ptr<backend::WorkMark> mark_work() override { return model_.backend().mark_work(); }
-  void set_wait_poll(std::function<void()> poll) override { model_.backend().set_wait_poll(std::move(poll)); }
+  void set_wait_poll(std::function<bool()> poll) override { model_.backend().set_wait_poll(std::move(poll)); }
 
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   int64_t max_model_len() const override { return model_.max_positions(); }

@@ -106,8 +106,9 @@ class StepExecutor {
   // after_layer, it is reached once the layer's rows are written. Null where that work has run (the
   // CPU) or where there is no one backend.
   virtual std::unique_ptr<backend::WorkMark> mark_work() { return nullptr; }
-  // Backend::set_wait_poll of its backend: `poll` runs while the executor waits for a step's tokens.
-  virtual void set_wait_poll(std::function<void()> poll) {}
+  // Backend::set_wait_poll of its backend: `poll` runs while the executor waits for a step's tokens,
+  // as long as it returns true.
+  virtual void set_wait_poll(std::function<bool()> poll) {}
 
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_model_len() const = 0;

@@ -114,11 +114,13 @@ KvHandoffDriver::KvHandoffDriver(const DisaggregationConfig& config, StepExecuto
   regions_ = std::make_unique<CacheRegions>(*agent_, *cache);
   endpoint_ = {agent_->address(), regions_->describe()};
   mailbox_ = std::make_shared<Mailbox>(std::move(wake));
-  // While the engine waits for a step's tokens, the layers the device has run go out.
+  // While the engine waits for a step's tokens, the layers the device has run go out (and the
+  // transport moves); with none queued and nothing in flight the wait blocks.
   if (config_.mode == DisaggregationMode::kPrefill && config_.layerwise_threshold > 0)
     executor_.set_wait_poll([this] {
       post_written_layers();
       progress_transport();
+      return !written_.empty() || busy();
     });
 }
 

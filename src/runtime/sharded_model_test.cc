@@ -436,11 +436,11 @@ INSTANTIATE_TEST_SUITE_P(
                                    {}, 8},
                       // EPLB every 7 steps with graphs: every rank captures them anew after each
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true, .low_latency_tokens = 128},
-                                   {.redundant_experts = 2, .rebalance_steps = 7}, 8},
+                                   {.placements = {}, .redundant_experts = 2, .rebalance_steps = 7}, 8},
                       EngineLayout{{.attention_tp = 2, .attention_dp = 2, .expert_parallel = true}, {}},
                       // 2 spare slots, the experts placed anew every 7 steps
                       EngineLayout{{.attention_dp = 2, .expert_parallel = true},
-                                   {.redundant_experts = 2, .rebalance_steps = 7}}),
+                                   {.placements = {}, .redundant_experts = 2, .rebalance_steps = 7}}),
     engine_layout_name);
 
 // Under DP attention the overlap scheduler's placeholders point at rows of the whole previous step;

@@ -2397,7 +2397,11 @@ const std::vector<std::string>& backend_plumbing() {
                                                  "supports_cache_dtype",
                                                  // likewise: model_test's W4A8 checkpoint (W4A8 routed experts
                                                  // are moe_experts' cases here)
-                                                 "supports_weight_format"};
+                                                 "supports_weight_format",
+                                                 // the host's view of queued work (WorkMark) and its wait:
+                                                 // prefill/decode disaggregation's layer-wise sends
+                                                 // (disaggregation_test; pd_test on the GPU)
+                                                 "mark_work", "reached", "set_wait_poll"};
   return names;
 }
 

@@ -140,7 +140,10 @@ class CudaBackend final : public Backend, public CudaContext {
       return;
     }
     while (!event_done(event)) {
-      wait_poll_();
+      if (!wait_poll_()) {
+        DSINFER_CUDA_CHECK(cudaEventSynchronize(event));
+        return;
+      }
       std::this_thread::yield();
     }
   }
@@ -165,7 +168,7 @@ class CudaBackend final : public Backend, public CudaContext {
     DSINFER_CUDA_CHECK(cudaSetDevice(device_));
     return std::make_unique<CudaWorkMark>(stream_);
   }
-  void set_wait_poll(std::function<void()> poll) override { wait_poll_ = std::move(poll); }
+  void set_wait_poll(std::function<bool()> poll) override { wait_poll_ = std::move(poll); }
 
   // Relaxed capture mode: a cudaMalloc for a size the graph pool has not seen is legal while
   // recording (it enqueues nothing); a synchronizing call still invalidates the capture and throws.
@@ -558,7 +561,7 @@ class CudaBackend final : public Backend, public CudaContext {
   std::shared_ptr<DeviceAllocator> allocator_;
   std::unique_ptr<StepMetadata> metadata_;
   std::unique_ptr<CudaOps> ops_;
-  std::function<void()> wait_poll_;  // set_wait_poll's
+  std::function<bool()> wait_poll_;  // set_wait_poll's
 };
 
 }  // namespace

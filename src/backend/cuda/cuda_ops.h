@@ -20,7 +20,7 @@ class CudaContext {
   virtual std::shared_ptr<void> allocate_bytes(size_t bytes) = 0;
   virtual StepMetadata& metadata() = 0;
   virtual int sm_count() const = 0;
-  // Waits for `event`, running the backend's wait poll (Backend::set_wait_poll) meanwhile if it has one.
+  // Waits for `event`, running the backend's wait poll (Backend::set_wait_poll) meanwhile while it has work.
   virtual void wait_for(cudaEvent_t event) = 0;
 };
 
