@@ -115,12 +115,13 @@ KvHandoffDriver::KvHandoffDriver(const DisaggregationConfig& config, StepExecuto
   endpoint_ = {agent_->address(), regions_->describe()};
   mailbox_ = std::make_shared<Mailbox>(std::move(wake));
   // While the engine waits for a step's tokens, the layers the device has run go out (and the
-  // transport moves); with none queued and nothing in flight the wait blocks.
+  // transport moves); with no layer left to post the wait blocks (transfers in flight progress
+  // between steps, as whole sends always have).
   if (config_.mode == DisaggregationMode::kPrefill && config_.layerwise_threshold > 0)
     executor_.set_wait_poll([this] {
       post_written_layers();
       progress_transport();
-      return !written_.empty() || busy();
+      return !written_.empty();
     });
 }
 
