@@ -127,7 +127,6 @@ KvHandoffDriver::KvHandoffDriver(const DisaggregationConfig& config, StepExecuto
 
 KvHandoffDriver::~KvHandoffDriver() {
   executor_.set_wait_poll({});  // the engine's executor outlives its handoff
-  written_.clear();
   mailbox_->close();
   regions_.reset();
   agent_.reset();
@@ -266,9 +265,7 @@ bool KvHandoffDriver::arm_layerwise(const Sequence& sender) {
 }
 
 void KvHandoffDriver::layer_written(const std::vector<RequestId>& senders, int64_t layer) {
-  std::unique_ptr<backend::WorkMark> mark = executor_.mark_work();
-  if (mark == nullptr && written_.empty()) return post_layer(senders, layer);  // the layer has run (the CPU)
-  written_.push_back({senders, layer, std::move(mark)});
+  written_.push_back({senders, layer, executor_.mark_work()});  // no mark: the layer has run (the CPU)
   post_written_layers();
 }
 

@@ -12,9 +12,9 @@ a protocol check CI runs, is left out there. There the kernels differ with the b
 answer is the single server's only as far as the single server is itself: its answers sent one and
 three at a time are compared with its batched ones, and an answer through the instances must equal
 the batched one up to where those part (the whole answer where they agree), leaving it before that
-only at a near-tie (the batched answer's top-1 margin there at most GPU_TIE_NATS). The single server may part
-from itself at any margin: routing picks the top experts, and a near-tie between two experts' scores
-flips with the rounding of another batch and moves the logits by nats. (Seen on an H200: prompt 5 of
+only at a near-tie (the batched answer's top-1 margin there at most GPU_TIE_NATS). The single server
+may part from itself at any margin: routing picks the top experts, and a near-tie between two
+experts' scores flips with the rounding of another batch and moves the logits by nats. (Seen on an H200: prompt 5 of
 the batch, after "Pragol", is "a" at -0.09 in Hugging Face transformers' float32 and in the CPU
 backend, "," at -1.75 in transformers' bf16 and in the GPU's batch of one; layer 1's second and
 third experts are 7e-5 apart in float32.)
@@ -328,8 +328,8 @@ def token_margins(text):
 
 class Reference(tuple):
     """(status, text) of the single server's answer, with its tokens' margins on a GPU and `stable`:
-    the length of the text that its answer sent alone shares with it (where the single server agrees
-    with itself; None: all of it)."""
+    the length of the text that its answers sent one and three at a time share with it (where the
+    single server agrees with itself; None: all of it)."""
     margins = None
     stable = None
 
