@@ -28,7 +28,8 @@
 //   S0 of the next even page                     S1 of the next odd page
 //
 // so that one warpgroup's softmax runs while the other's MMAs do (the order FlashMLA's deep-dive
-// describes). The softmax masks only a chunk's last page and exponentiates with ex2.approx.ftz;
+// describes). The softmax masks only a chunk's last page and exponentiates with ex2.approx.ftz (the
+// scale folded into one FFMA a score, as FlashMLA does: no separate scaling pass);
 // the cache's tiles are loaded with an evict-first L2 policy. Those four together measured 3-5%
 // faster on H200 (T = 64 and 256, 4K context), each alone within noise. S = Q K^T is 36 x wgmma m64n64k16
 // (A = Q, B = the page, both K-major from shared memory); P V is 4 x m64n256k16 with V MN-major.
@@ -50,7 +51,20 @@
 // Keys past the context in the chunk's last page (stale or never written) get -inf scores by select,
 // and each warpgroup zeroes its half of that page's V rows before P V, so garbage cannot become NaN;
 // a missing odd page (odd page count) is never read. A token with position < 0 has an empty chunk:
-// zero output (unsplit) or stats (-inf, 0).
+// zero output (unsplit) or stats (-inf, 0). The output leaves through shared memory in whole rows
+// (the epilogue at the kernel's end).
+//
+// Where the time goes (Nsight Compute, H200, T = 64 at 4K, before the epilogue's staging): 29% of
+// the warps' stall samples wait for a page tile's TMA, nearly all of it in S of the next page on the
+// tiles refilled just before (K1 tiles 4 and 0, K0 tile 4): each warpgroup scores the page after next
+// in the buffer it has just freed, so the refill's latency is exposed; 16% wait for wgmma, 16% at
+// the hand-off barriers. FlashMLA's sm90 kernel (the same schedule) built from its source with its
+// flags (--use_fast_math) ran 0.87-0.91x of this kernel's time in the same run at 128 heads (B = 64
+// and 128, 4K and 8K; 1 and 2 q tokens) and 0.98x at 16 heads; built without fast math (its exp2f
+// then takes the slow path) it ran 1.0-1.1x. Tried, and no faster: a cluster pair of the two head
+// blocks loading each page once by TMA multicast (0.70x: the refill waits for the slower block),
+// the odd head block a pair ahead so the other finds pages in L2 (1.02x slower), warpgroup 0 storing
+// P0 while P0 V0L runs (within noise), the tile waits as one PTX loop (within noise).
 #include "backend/cuda/mla_decode_wgmma.h"
 
 #include <cmath>
@@ -283,16 +297,14 @@ __device__ __forceinline__ void issue_scores(const Smem& sm, int b, uint32_t par
   }
 }
 
-// Scores in log2 units with keys >= valid masked to -inf; returns this thread's two row maxima
-// (reduced over the quad that shares the rows).
-__device__ __forceinline__ void scale_and_mask(float (&s)[32], int valid, float scale_log2, int c, float (&row_max)[2]) {
+// The row maxima of the scores in log2 units, scale * max(s) (scale > 0), with keys >= valid masked
+// to -inf in s; this thread's two rows, reduced over the quad that shares them. s itself stays
+// unscaled: exponentiate folds the scale into its FFMA.
+__device__ __forceinline__ void mask_and_max(float (&s)[32], int valid, float scale_log2, int c, float (&row_max)[2]) {
   row_max[0] = row_max[1] = -INFINITY;
   if (valid == kKeys) {  // every page but a chunk's last: no mask
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      s[i] *= scale_log2;
-      row_max[(i / 2) % 2] = fmaxf(row_max[(i / 2) % 2], s[i]);
-    }
+    for (int i = 0; i < 32; ++i) row_max[(i / 2) % 2] = fmaxf(row_max[(i / 2) % 2], s[i]);
   } else {
 #pragma unroll
     for (int j = 0; j < kKeys / 8; ++j)
@@ -301,7 +313,7 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[32], int valid, float 
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& value = s[4 * j + 2 * h + e];
-          value = 8 * j + 2 * c + e < valid ? value * scale_log2 : -INFINITY;
+          value = 8 * j + 2 * c + e < valid ? value : -INFINITY;
           row_max[h] = fmaxf(row_max[h], value);
         }
   }
@@ -309,11 +321,13 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[32], int valid, float 
   for (int h = 0; h < 2; ++h) {
     row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
     row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
+    row_max[h] *= scale_log2;
   }
 }
 
-// s <- exp2(s - max) in place; returns the thread's partial row sums.
-__device__ __forceinline__ void exponentiate(float (&s)[32], const float (&max)[2], float (&sum)[2]) {
+// s <- exp2(scale * s - max) in place, one FFMA and one MUFU a score (max in log2 units); returns the
+// thread's partial row sums.
+__device__ __forceinline__ void exponentiate(float (&s)[32], float scale_log2, const float (&max)[2], float (&sum)[2]) {
   sum[0] = sum[1] = 0.f;
 #pragma unroll
   for (int j = 0; j < kKeys / 8; ++j)
@@ -322,7 +336,7 @@ __device__ __forceinline__ void exponentiate(float (&s)[32], const float (&max)[
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& value = s[4 * j + 2 * h + e];
-        value = fast_exp2(value - max[h]);
+        value = fast_exp2(fmaf(value, scale_log2, -max[h]));
         sum[h] += value;
       }
 }
@@ -490,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (wg == 0) {
       // Softmax of page 0 against the running max m -> m_a.
       float m_a[2], scale0[2], page_sum[2];
-      scale_and_mask(s, valid_keys(page0), p.scale_log2, c, m_a);
+      mask_and_max(s, valid_keys(page0), p.scale_log2, c, m_a);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float m = running_max[row + 8 * h];
@@ -505,7 +519,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           running_max[row + 8 * h] = m_a[h];
         }
       named_barrier_arrive(kScale0Ready, kThreads);
-      exponentiate(s, m_a, page_sum);
+      exponentiate(s, p.scale_log2, m_a, page_sum);
 #pragma unroll
       for (int h = 0; h < 2; ++h) sum[h] = sum[h] * scale0[h] + page_sum[h];
       pack_p(s, pa);
@@ -563,7 +577,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       named_barrier_sync(kScale0Ready, kThreads);
       float m_b[2], scale0[2], scale1[2], page_sum[2] = {0.f, 0.f};
       if (has1) {
-        scale_and_mask(s, valid_keys(page1), p.scale_log2, c, m_b);
+        mask_and_max(s, valid_keys(page1), p.scale_log2, c, m_b);
       } else {
         m_b[0] = m_b[1] = -INFINITY;
       }
@@ -582,7 +596,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           running_max[row + 8 * h] = m_b[h];
         }
       named_barrier_arrive(kScale1Ready, kThreads);
-      if (has1) exponentiate(s, m_b, page_sum);
+      if (has1) exponentiate(s, p.scale_log2, m_b, page_sum);
       float both[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -643,26 +657,46 @@ __global__ void __launch_bounds__(kThreads, 1)
     final_max[h] = running_max[row + 8 * h];
   }
 
-  const int dim0 = wg * kDimsPerWg + 2 * c;
+  // The output leaves through shared memory (the pages' buffers are free: both warpgroups are past
+  // the barrier above, and no load is in flight): each thread's fragment into its warpgroup's staging,
+  // [64 rows][256 dims] row-major with each row's 16-byte chunks swizzled by row % 8 (no bank
+  // conflicts either way), then every row out whole, a warp a row, 16 bytes a lane. The fragment's
+  // own 4- and 8-byte stores, eight rows of half-used sectors an instruction, were 4% of the kernel's
+  // stall samples at T = 64, 4K (Nsight Compute), at its tail, where the next block waits for the SM.
+  const bool split_out = p.num_splits > 1;
+  const int row_bytes = split_out ? kDimsPerWg * 4 : kDimsPerWg * 2;  // f32 partials or the bf16 output
+  unsigned char* staging = sm.at(sm.k_buffer(0)) + wg * kDimsPerWg * 4 * kHeads;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    if (row + 8 * h >= block_heads) continue;
-    const int head = head0 + row + 8 * h;
-    if (p.num_splits == 1) {
-      const float inverse = 1.f / sum[h];  // >= 1: the max key contributes exp2(0)
-      bf16* out = p.out + (static_cast<size_t>(t) * p.heads + head) * kMlaLatentDim + dim0;
+    const int r = row + 8 * h;
+    unsigned char* staged = staging + r * row_bytes;
+    if (split_out) {
 #pragma unroll
-      for (int j = 0; j < kDimsPerWg / 8; ++j)
-        *reinterpret_cast<__nv_bfloat162*>(out + 8 * j) =
-            __floats2bfloat162_rn(o[4 * j + 2 * h] * inverse, o[4 * j + 2 * h + 1] * inverse);
+      for (int j = 0; j < kDimsPerWg / 8; ++j)  // dims 8 j + 2 c, + 1: bytes 32 j + 8 c
+        *reinterpret_cast<float2*>(staged + (((2 * j + c / 2) ^ (r & 7)) * 16) + 8 * (c % 2)) =
+            make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
+      if (wg == 0 && c == 0 && r < block_heads)
+        p.partial_stats[mla_partial_index(t, split, head0 + r, p)] = make_float2(final_max[h], sum[h]);
     } else {
-      const size_t index = mla_partial_index(t, split, head, p);
-      float* out = p.partial_out + index * kMlaLatentDim + dim0;
+      const float inverse = 1.f / sum[h];  // >= 1: the max key contributes exp2(0)
 #pragma unroll
-      for (int j = 0; j < kDimsPerWg / 8; ++j)
-        *reinterpret_cast<float2*>(out + 8 * j) = make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
-      if (wg == 0 && c == 0) p.partial_stats[index] = make_float2(final_max[h], sum[h]);
+      for (int j = 0; j < kDimsPerWg / 8; ++j)  // bytes 16 j + 4 c
+        *reinterpret_cast<__nv_bfloat162*>(staged + ((j ^ (r & 7)) * 16) + 4 * c) =
+            __floats2bfloat162_rn(o[4 * j + 2 * h] * inverse, o[4 * j + 2 * h + 1] * inverse);
     }
+  }
+  named_barrier_sync(kWgBarrier + wg, kWgThreads);
+  const int chunks = row_bytes / 16;  // 64 (f32) or 32 (bf16) a row
+  for (int r = warp % 4; r < block_heads && r < kHeads; r += 4) {
+    const int head = head0 + r;
+    unsigned char* out =
+        split_out ? reinterpret_cast<unsigned char*>(p.partial_out + mla_partial_index(t, split, head, p) * kMlaLatentDim +
+                                                     wg * kDimsPerWg)
+                  : reinterpret_cast<unsigned char*>(p.out + (static_cast<size_t>(t) * p.heads + head) * kMlaLatentDim +
+                                                     wg * kDimsPerWg);
+    for (int k = lane; k < chunks; k += 32)
+      *reinterpret_cast<uint4*>(out + 16 * k) =
+          *reinterpret_cast<const uint4*>(staging + r * row_bytes + ((k ^ (r & 7)) * 16));
   }
 }
 
