@@ -135,11 +135,6 @@ __device__ __forceinline__ uint32_t swizzled(int row, int byte) {
   return row * kRowBytes + ((((byte >> 4) ^ row) & 7) << 4) + (byte & 15);
 }
 
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // ---- Q: the block's 64 rows to e4m3, one scale a row ----
 

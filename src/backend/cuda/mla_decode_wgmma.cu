@@ -241,14 +241,6 @@ __device__ __forceinline__ void tma_load_2d_hint(uint32_t dst, const CUtensorMap
       : "memory");
 }
 
-// 2^x by the MUFU unit alone (denormal results flush to zero: probabilities below 2^-126 of the
-// running max add nothing to a bf16 output).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // Where a block's shared memory lies (32-bit shared-window addresses) and its generic pointer.
 struct Smem {
   uint32_t base;
