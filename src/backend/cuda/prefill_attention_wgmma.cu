@@ -109,7 +109,7 @@ struct Params {
 
 // MN-major V ([keys][64 dims] boxes of 128 keys): leading offset = the next 64 dims (the next box),
 // stride offset = the next 8 keys. A k16 step (16 keys) advances the start address by 2 KB.
-__device__ __forceinline__ uint64_t v_descriptor(uint32_t address) { return smem_descriptor(address, kBoxBytes, 1024); }
+// (descriptor_base(address, kBoxBytes) and descriptor_at build them.)
 
 // S[64 x 128] (+)= A[64 x 16] B[16 x 128]^T, both K-major in shared memory (64 accumulators:
 // d[4 j + 2 h + e] = S[16 (warp % 4) + g + 8 h][8 j + 2 c + e]).
@@ -259,6 +259,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   float partial_sum[2] = {0.f, 0.f};  // this thread's columns; quad-reduced at the end
   float correction[2] = {1.f, 1.f};   // O's rescale before the previous block's P V
 
+  // The operands' descriptors as uniform offsets from three bases (hopper.cuh's descriptor_at).
+  const uint32_t q_desc = descriptor_base(base + kQOffset), k_desc = descriptor_base(base + kKOffset);
+  const uint32_t v_desc = descriptor_base(base + kVOffset, kBoxBytes);
   // S = Q K^T of ring block n: 3 boxes x 4 k16 steps, committed as one group.
   auto issue_scores = [&](int n) {
     const int stage = n & 1;
@@ -270,8 +273,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int box = 0; box < kQkBoxes; ++box)
 #pragma unroll
       for (int kk = 0; kk < kBox / 16; ++kk) {
-        const uint64_t a = k_major_descriptor(base + kQOffset + box * kBoxBytes + wg * 64 * kRowBytes + 32 * kk);
-        const uint64_t bd = k_major_descriptor(k_box(stage, box) + 32 * kk);
+        const uint64_t a = descriptor_at(q_desc, box * kBoxBytes + wg * 64 * kRowBytes + 32 * kk);
+        const uint64_t bd = descriptor_at(k_desc, stage * kKBytes + box * kBoxBytes + 32 * kk);
         wgmma_m64n128k16_ss(s, a, bd, (box | kk) != 0);
       }
     wgmma_commit();
@@ -294,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockK / 16; ++kk)
-      wgmma_m64n128k16_rs(o, pa[kk], v_descriptor(v_box(stage, 0) + kk * 16 * kRowBytes));
+      wgmma_m64n128k16_rs(o, pa[kk], descriptor_at(v_desc, stage * kVBytes + kk * 16 * kRowBytes));
     wgmma_commit();
   };
   // The online softmax of block b's scores, in place: s becomes P (f32), the running max and sums move,
