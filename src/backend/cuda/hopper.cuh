@@ -189,8 +189,6 @@ __device__ __forceinline__ uint64_t smem_descriptor(uint32_t address, uint32_t l
 //   atoms 1024 B apart): the leading offset is unused with this swizzle (16, i.e. 1, by convention),
 //   the stride offset one atom; a step of k elements inside the row advances the start address by
 //   their bytes (32 B: a bf16 k16 or an fp8 k32 step). MN-major operands pass their leading offset.
-//   k_major_descriptor builds one from the address.
-__device__ __forceinline__ uint64_t k_major_descriptor(uint32_t address) { return smem_descriptor(address, 16, 1024); }
 __device__ __forceinline__ uint32_t descriptor_base(uint32_t address, uint32_t leading_bytes = 16) {
   return __shfl_sync(0xffffffffu, static_cast<uint32_t>(smem_descriptor(address, leading_bytes, 1024)), 0);
 }
