@@ -24,7 +24,9 @@
 //     cuBLASLt's block-scaled product at the same M is timed beside it, and from 64 rows our kernel
 //     alone (the DeepGEMM comparison: its figures are kernel times).
 //   - Masked grouped FP8 GEMM (decode MoE: 32 experts, expected m 20 and 192) through the groups
-//     dimension of our tiled or swap-AB kernel, against DeepGEMM's m_grouped masked figures.
+//     dimension of our tiled or swap-AB kernel, against DeepGEMM's m_grouped masked figures; and the
+//     contiguous layout (prefill MoE: 4 groups of 8576 rows, 34304 in all) through the tiled kernel's
+//     groups with dense rows, against DeepGEMM's m_grouped contiguous figures.
 //   - The small ops (small_ops_cases.h): routing, SiLU-mul (+ FP8 quant), add + RMSNorm (+ FP8 quant),
 //     RoPE and the latent-cache write, 1 to 16K tokens, bytes moved against the copy bandwidth.
 //   - Prefill attention (prefill_cases.h): causal, 8 x 2K, 1 x 16K, a 4K chunk on a 4K prefix, TFLOP/s
@@ -389,6 +391,53 @@ void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h2
   }
 }
 
+// Prefill MoE's grouped FP8 GEMM, DeepGEMM's "contiguous" layout: each group's rows one after another
+// (ANCHORS.md's case: 4 groups, 34304 rows, every group 8576 = 67 x 128 of them), here the tiled
+// kernel's groups dimension with dense rows (group g's rows g * 8576 ..), its chooser's configuration.
+// TFLOP/s counts 2 * rows * N * K; DeepGEMM's m_grouped contiguous figures of ANCHORS.md the anchor.
+void grouped_contiguous_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, const Ceilings& ceilings,
+                              Json& figures, Json& anchors) {
+  std::printf("\nGrouped FP8 GEMM, contiguous (prefill MoE): 4 groups of 8576 rows, bf16 out\n");
+  std::printf("  groups   rows      N      K        us    gpu us   TFLOP/s  of FP8   DeepGEMM us   ratio\n");
+  struct Case { int n, k; double deepgemm_us; };
+  constexpr int kGroups = 4, kGroupRows = 8576;
+  for (const Case& c : {Case{4096, 7168, 1410}, Case{7168, 2048, 744}}) {
+    const int64_t rows = int64_t{kGroups} * kGroupRows, k_blocks = c.k / 128;
+    Buffer w(size_t(kGroups) * c.n * c.k), w_scale(size_t(kGroups) * ((c.n + 127) / 128) * k_blocks * 4),
+        q(size_t(rows) * c.k), x_scale(size_t(k_blocks) * rows * 4), y(size_t(rows) * c.n * 2);
+    fill(w.get(), DType::kF8E4M3, int64_t(kGroups) * c.n * c.k, 51, -200, 200, stream);
+    fill(w_scale.get(), DType::kF32, int64_t(kGroups) * ((c.n + 127) / 128) * k_blocks, 52, 1e-4f, 3e-4f, stream);
+    fill(q.get(), DType::kF8E4M3, rows * c.k, 53, -400, 400, stream);
+    fill(x_scale.get(), DType::kF32, k_blocks * rows, 54, 1e-3f, 2e-3f, stream);
+    backend::cuda::Fp8WgmmaGemm g;
+    g.w = w.get<__nv_fp8_e4m3>();
+    g.w_scale = w_scale.get<float>();
+    g.q = q.get<__nv_fp8_e4m3>();
+    g.q_rows = rows;
+    g.x_scale = x_scale.get<float>();
+    g.scale_stride = rows;
+    g.group_rows = kGroupRows;
+    g.y = y.get();
+    g.n = c.n;
+    g.k = c.k;
+    g.groups = kGroups;
+    const backend::cuda::Fp8TiledConfig config =
+        backend::cuda::choose_fp8_tiled_config(kGroupRows, c.n, c.k, kGroups, sm_count);
+    const double us = timer.median_us([&] { backend::cuda::fp8_tiled_gemm(g, config, stream); });
+    const double gpu_us = timer.kernel_median_us();
+    const double tflops = 2.0 * rows * c.n * c.k / (gpu_us > 0 ? gpu_us : us) / 1e6;
+    const std::string key = str_cat("grouped_contiguous_g", kGroups, "_n", c.n, "_k", c.k);
+    figures[key + "_us"] = us;
+    if (gpu_us > 0) figures[key + "_gpu_us"] = gpu_us;
+    figures[key + "_tflops"] = tflops;
+    const AnchorColumns compared =
+        compare_with_anchor(key, us, gpu_us, h200 ? c.deepgemm_us : 0, "_vs_deepgemm", figures, anchors);
+    std::printf("  %6d %6lld %6d %6d %9.1f %9.1f %9.0f %6.0f%% %13s %7s   (%s)\n", kGroups,
+                static_cast<long long>(rows), c.n, c.k, us, gpu_us, tflops, 100 * tflops / ceilings.fp8_tflops,
+                compared.time.c_str(), compared.ratio.c_str(), config.describe().c_str());
+  }
+}
+
 int run(int argc, char** argv) {
   cli::Flags flags("kernels_bench [flags]", "dsinfer's kernels at DeepSeek-V3 shapes against the ceilings and ANCHORS.md");
   flags.add_int("runs", "timed runs per case (the median is reported; at least 10)", 20);
@@ -428,8 +477,10 @@ int run(int argc, char** argv) {
     std::printf("timing floor (CUDA events around a 4-byte memset after the L2 flush): %.1f us\n", floor_us);
     if (section("mla")) mla_cases(timer, stream, prop.multiProcessorCount, h200, figures, anchors);
     if (section("gemm")) gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
-    if (section("grouped"))
+    if (section("grouped")) {
       grouped_gemm_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
+      grouped_contiguous_cases(timer, stream, prop.multiProcessorCount, h200, ceilings, figures, anchors);
+    }
     if (section("small")) small_op_cases(timer, stream, ceilings, figures);
     if (section("prefill")) prefill_attention_cases(timer, stream, ceilings, figures);
   }
