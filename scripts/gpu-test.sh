@@ -67,6 +67,9 @@ one_gpu_steps=(
   "conformance-4|env DSINFER_CONFORMANCE_SHARD=3/4 $build/src/backend/cuda/cuda_conformance_test --gtest_filter=*RealDeepSeekShapes*"
   # Every tiling of our FP8 wgmma GEMMs (swap-AB and tiled) against the fallback GEMM, M 1 to 4096.
   "fp8-kernels|$build/src/backend/cuda/fp8_gemm_wgmma_check --no-bench"
+  # The BF16 MLA decode kernels against each other (kWgmma and kTensorCore against kSimple): uniform,
+  # 16-head, flat-softmax, ragged split and unsplit batches, draft verification, and graph replay.
+  "mla-kernels|$build/src/backend/cuda/mla_decode_check --no-bench"
   # The FP8 KV cache's MLA decode (FP8 wgmma for Q K^T and P V) against an f64 reference at 1K, 8K,
   # 32K and 128K of context (the error bounded and not growing with it), ragged batches against the
   # generic kernel, and graph replay.
