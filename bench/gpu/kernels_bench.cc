@@ -303,6 +303,41 @@ void gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h200, cons
   std::printf("  (ceilings of this run: FP8 GEMM %.0f TFLOP/s, copy %.2f TB/s)\n", ceilings.fp8_tflops, ceilings.copy_tb_s);
 }
 
+// A grouped FP8 GEMM's operands on the device, random: `groups` e4m3 weight matrices [n, k] with
+// their 128 x 128 block scales, `rows` e4m3 activation rows with their per-128-column scales
+// (token-contiguous, as the kernels take them) and a bf16 y; fills seeded seed .. seed + 3.
+struct GroupedOperands {
+  Buffer w, w_scale, q, x_scale, y;
+  GroupedOperands(int64_t groups, int64_t rows, int n, int k, uint64_t seed, cudaStream_t stream)
+      : w(size_t(groups) * n * k),
+        w_scale(size_t(groups) * ((n + 127) / 128) * (k / 128) * 4),
+        q(size_t(rows) * k),
+        x_scale(size_t(k / 128) * rows * 4),
+        y(size_t(rows) * n * 2) {
+    fill(w.get(), DType::kF8E4M3, groups * n * k, seed, -200, 200, stream);
+    fill(w_scale.get(), DType::kF32, groups * ((n + 127) / 128) * (k / 128), seed + 1, 1e-4f, 3e-4f, stream);
+    fill(q.get(), DType::kF8E4M3, rows * k, seed + 2, -400, 400, stream);
+    fill(x_scale.get(), DType::kF32, (k / 128) * rows, seed + 3, 1e-3f, 2e-3f, stream);
+  }
+  // The product over them: group g's rows g * group_rows .. (dense; the caller sets rows_per_group
+  // for the masked layout).
+  backend::cuda::Fp8WgmmaGemm gemm(int64_t groups, int64_t rows, int64_t group_rows, int n, int k) {
+    backend::cuda::Fp8WgmmaGemm g;
+    g.w = w.get<__nv_fp8_e4m3>();
+    g.w_scale = w_scale.get<float>();
+    g.q = q.get<__nv_fp8_e4m3>();
+    g.q_rows = rows;
+    g.x_scale = x_scale.get<float>();
+    g.scale_stride = rows;
+    g.group_rows = group_rows;
+    g.y = y.get();
+    g.n = n;
+    g.k = k;
+    g.groups = groups;
+    return g;
+  }
+};
+
 // Decode MoE's masked grouped FP8 GEMM: 32 experts, each with its own row count (drawn around the
 // expected m) in a group padded to group_rows, through the groups dimension of our tiled kernel
 // (fp8_gemm_tiled.h) where fp8_tiled_preferred says so, else of the swap-AB one (fp8_gemm_wgmma.h),
@@ -317,14 +352,9 @@ void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h2
   for (const Case& c : {Case{20, 4096, 7168, 240}, Case{20, 7168, 2048, 132}, Case{192, 4096, 7168, 364},
                         Case{192, 7168, 2048, 203}}) {
     const int64_t group_rows = (3 * c.m / 2 + 63) / 64 * 64;
-    const int64_t rows = kExperts * group_rows, k_blocks = c.k / 128;
-    Buffer w(size_t(kExperts) * c.n * c.k), w_scale(size_t(kExperts) * ((c.n + 127) / 128) * k_blocks * 4),
-        q(size_t(rows) * c.k), x_scale(size_t(k_blocks) * rows * 4), y(size_t(rows) * c.n * 2),
-        counts(kExperts * 4);
-    fill(w.get(), DType::kF8E4M3, int64_t(kExperts) * c.n * c.k, 41, -200, 200, stream);
-    fill(w_scale.get(), DType::kF32, int64_t(kExperts) * ((c.n + 127) / 128) * k_blocks, 42, 1e-4f, 3e-4f, stream);
-    fill(q.get(), DType::kF8E4M3, rows * c.k, 43, -400, 400, stream);
-    fill(x_scale.get(), DType::kF32, k_blocks * rows, 44, 1e-3f, 2e-3f, stream);
+    const int64_t rows = kExperts * group_rows;
+    GroupedOperands operands(kExperts, rows, c.n, c.k, 41, stream);
+    Buffer counts(kExperts * 4);
     std::vector<int32_t> host_counts(kExperts);
     uint32_t state = 12345;
     for (int32_t& count : host_counts) {
@@ -332,19 +362,8 @@ void grouped_gemm_cases(Timer& timer, cudaStream_t stream, int sm_count, bool h2
       count = c.m / 2 + static_cast<int32_t>((state >> 8) % static_cast<uint32_t>(c.m + 1));  // [m/2, 3m/2]
     }
     DSINFER_CUDA_CHECK(cudaMemcpy(counts.get(), host_counts.data(), kExperts * 4, cudaMemcpyHostToDevice));
-    backend::cuda::Fp8WgmmaGemm g;
-    g.w = w.get<__nv_fp8_e4m3>();
-    g.w_scale = w_scale.get<float>();
-    g.q = q.get<__nv_fp8_e4m3>();
-    g.q_rows = rows;
-    g.x_scale = x_scale.get<float>();
-    g.scale_stride = rows;
-    g.group_rows = group_rows;
+    backend::cuda::Fp8WgmmaGemm g = operands.gemm(kExperts, rows, group_rows, c.n, c.k);
     g.rows_per_group = counts.get<int32_t>();
-    g.y = y.get();
-    g.n = c.n;
-    g.k = c.k;
-    g.groups = kExperts;
     const bool tiled = backend::cuda::fp8_tiled_preferred(group_rows, c.n, c.k, kExperts, sm_count);
     const backend::cuda::Fp8TiledConfig config =
         backend::cuda::choose_fp8_tiled_config_for_counts(group_rows, c.n, c.k, kExperts, sm_count);
@@ -402,25 +421,9 @@ void grouped_contiguous_cases(Timer& timer, cudaStream_t stream, int sm_count, b
   struct Case { int n, k; double deepgemm_us; };
   constexpr int kGroups = 4, kGroupRows = 8576;
   for (const Case& c : {Case{4096, 7168, 1410}, Case{7168, 2048, 744}}) {
-    const int64_t rows = int64_t{kGroups} * kGroupRows, k_blocks = c.k / 128;
-    Buffer w(size_t(kGroups) * c.n * c.k), w_scale(size_t(kGroups) * ((c.n + 127) / 128) * k_blocks * 4),
-        q(size_t(rows) * c.k), x_scale(size_t(k_blocks) * rows * 4), y(size_t(rows) * c.n * 2);
-    fill(w.get(), DType::kF8E4M3, int64_t(kGroups) * c.n * c.k, 51, -200, 200, stream);
-    fill(w_scale.get(), DType::kF32, int64_t(kGroups) * ((c.n + 127) / 128) * k_blocks, 52, 1e-4f, 3e-4f, stream);
-    fill(q.get(), DType::kF8E4M3, rows * c.k, 53, -400, 400, stream);
-    fill(x_scale.get(), DType::kF32, k_blocks * rows, 54, 1e-3f, 2e-3f, stream);
-    backend::cuda::Fp8WgmmaGemm g;
-    g.w = w.get<__nv_fp8_e4m3>();
-    g.w_scale = w_scale.get<float>();
-    g.q = q.get<__nv_fp8_e4m3>();
-    g.q_rows = rows;
-    g.x_scale = x_scale.get<float>();
-    g.scale_stride = rows;
-    g.group_rows = kGroupRows;
-    g.y = y.get();
-    g.n = c.n;
-    g.k = c.k;
-    g.groups = kGroups;
+    const int64_t rows = int64_t{kGroups} * kGroupRows;
+    GroupedOperands operands(kGroups, rows, c.n, c.k, 51, stream);
+    const backend::cuda::Fp8WgmmaGemm g = operands.gemm(kGroups, rows, kGroupRows, c.n, c.k);
     const backend::cuda::Fp8TiledConfig config =
         backend::cuda::choose_fp8_tiled_config(kGroupRows, c.n, c.k, kGroups, sm_count);
     const double us = timer.median_us([&] { backend::cuda::fp8_tiled_gemm(g, config, stream); });
