@@ -135,7 +135,6 @@ __device__ __forceinline__ uint32_t swizzled(int row, int byte) {
   return row * kRowBytes + ((((byte >> 4) ^ row) & 7) << 4) + (byte & 15);
 }
 
-
 // ---- Q: the block's 64 rows to e4m3, one scale a row ----
 
 // Warp w quantizes rows 8 w .. 8 w + 7 (heads head0 + row; rows past block_heads are zeros with

@@ -39,7 +39,8 @@
 // (the mask, if-converted) were most of the difference. As now (the scale folded into one FFMA with
 // ex2.approx per score, the mask only on blocks that cross a position): 523 -> 582 TFLOP/s at 8 x 2K,
 // 575 -> 650 at 1 x 16K, 570 -> 698 for a 4K chunk on a 4K prefix, 0.95-0.99x FlashInfer's sm90
-// prefill in the same run (kernels_bench). Waits that sleep in try_wait (a suspend-time hint, as
+// prefill in the same run (kernels_bench; FlashInfer then built without its -use_fast_math, which
+// understates it). Waits that sleep in try_wait (a suspend-time hint, as
 // CUTLASS's barriers do) measured no faster.
 #include "backend/cuda/prefill_attention_wgmma.h"
 
